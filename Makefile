@@ -1,0 +1,39 @@
+# Entry points for people and CI. Each target installs what it needs first.
+JOBS ?= $(shell nproc)
+
+.PHONY: setup build run test test-asan test-tsan test-sanitizers bench clean
+
+setup:
+	@bash tools/setup.sh
+
+build/%/build.ninja: setup
+	cmake --preset $*
+
+build: setup
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+# Until the daemon exists, `make run` runs the example program on the heap.
+run: build
+	./build/release/examples/heap_tour
+
+test: build
+	ctest --preset release -j $(JOBS)
+
+test-asan: setup
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+test-tsan: setup
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
+test-sanitizers: test-asan test-tsan
+
+bench: build
+	python3 bench/run_all.py --build build/release
+
+clean:
+	rm -rf build

@@ -1,0 +1,132 @@
+#include "client/heap.h"
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "client/diag.h"
+#include "client/process_heap.h"
+
+namespace memd {
+
+absl::StatusOr<std::unique_ptr<Heap>> Heap::create(const HeapOptions& options) {
+  client::ArenaOptions arena_options;
+  arena_options.reserve_bytes = options.reserve_bytes;
+  arena_options.max_threads = options.max_threads;
+  arena_options.params = options.params;
+  client::Arena* arena = client::Arena::create(arena_options);
+  if (arena == nullptr) {
+    int e = errno;
+    if (e == EINVAL) return absl::InvalidArgumentError("invalid heap options (size boundaries or thread count)");
+    return absl::ResourceExhaustedError(std::string("cannot reserve the heap: ") + std::strerror(e));
+  }
+  client::ArenaHandle handle;
+  if (!client::register_arena(arena, &handle)) {
+    client::Arena::destroy(arena);
+    return absl::ResourceExhaustedError("too many heaps in this process");
+  }
+  return std::unique_ptr<Heap>(new Heap(handle, true));
+}
+
+Heap& Heap::process() {
+  static Heap* heap = new Heap(client::process_arena(), false);
+  return *heap;
+}
+
+Heap::~Heap() {
+  if (!owned_) return;
+  client::unregister_arena(handle_);
+  client::Arena::destroy(handle_.arena);
+}
+
+void* Heap::alloc(size_t size) noexcept {
+  heap::OwnerHeap* h = thread_heap();
+  return h ? h->alloc(size) : nullptr;
+}
+
+void* Heap::alloc_aligned(size_t size, size_t align) noexcept {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  heap::OwnerHeap* h = thread_heap();
+  return h ? h->alloc_aligned(size, align) : nullptr;
+}
+
+void* Heap::alloc_zeroed(size_t size) noexcept {
+  heap::OwnerHeap* h = thread_heap();
+  return h ? h->alloc_zeroed(size) : nullptr;
+}
+
+void Heap::free(void* p) noexcept {
+  if (p == nullptr) return;
+  if (!contains(p)) {
+    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::free", p,
+                              __builtin_return_address(0));
+    return;
+  }
+  heap::FreeStatus s = client::thread_heap_or_stranger(handle_)->free(p);
+  if (s != heap::FreeStatus::kOk) {
+    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
+                                                                 : client::HeapError::kInvalidPointer,
+                              "memd::Heap::free", p, __builtin_return_address(0));
+  }
+}
+
+void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
+  if (p == nullptr) return (flags & kResizeClear) ? alloc_zeroed(size) : alloc(size);
+  if (size == 0) {
+    free(p);
+    return nullptr;
+  }
+  heap::OwnerHeap* h = thread_heap();
+  if (h == nullptr) return nullptr;
+  if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
+    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::resize", p,
+                              __builtin_return_address(0));
+    errno = EINVAL;
+    return nullptr;
+  }
+  size_t old_size = h->usable_size(p);
+  void* q = p;
+  if (!h->resize_in_place(p, size)) {
+    if (!(flags & kResizeMove)) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    q = h->alloc(size);
+    if (q == nullptr) return nullptr;
+    if (flags & kResizeCopy) std::memcpy(q, p, std::min(old_size, size));
+    h->free(p);
+  }
+  if ((flags & kResizeClear) && size > old_size) {
+    std::memset(static_cast<char*>(q) + old_size, 0, size - old_size);
+  }
+  return q;
+}
+
+void Heap::clear() { handle_.arena->clear(); }
+
+void Heap::compact() {
+  if (heap::OwnerHeap* h = thread_heap()) h->release_empty();
+  handle_.arena->sweep_abandoned();
+  handle_.arena->purge_all();
+}
+
+HeapStats Heap::stat() { return handle_.arena->stat(); }
+
+absl::Status Heap::check() {
+  char message[256];
+  if (handle_.arena->check(message, sizeof message)) return absl::OkStatus();
+  return absl::InternalError(message);
+}
+
+void* Heap::addr(const void* p) const {
+  return heap::region_object_start(handle_.arena->region(), handle_.arena->classes(), p);
+}
+
+size_t Heap::size(const void* p) const {
+  return heap::region_object_size(handle_.arena->region(), handle_.arena->classes(), p);
+}
+
+}  // namespace memd

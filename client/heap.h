@@ -1,0 +1,76 @@
+// memd::Heap, the C++ API: Vmalloc's region calls (alloc, free, resize,
+// clear, compact, stat, addr, size) over a Vam page heap. Each thread
+// allocates from its own blocks without locks; any thread may free any
+// object. Data-plane calls report failure as nullptr and errno; creation and
+// checks return absl::Status.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/thread_heaps.h"
+#include "heap/inspect.h"
+#include "heap/params.h"
+
+namespace memd {
+
+struct HeapOptions {
+  size_t reserve_bytes = size_t{4} << 30;  // address space; committed as used
+  uint32_t max_threads = 256;
+  heap::HeapParams params;
+};
+
+using HeapStats = heap::RegionStats;
+
+// Vmalloc's resize flags.
+enum ResizeFlags : unsigned {
+  kResizeMove = 1,   // may move the object (else: in place or fail)
+  kResizeCopy = 2,   // when moving, copy the contents
+  kResizeClear = 4,  // zero the bytes past the old size
+};
+
+class Heap {
+ public:
+  static absl::StatusOr<std::unique_ptr<Heap>> create(const HeapOptions& options = {});
+  // The heap malloc uses when the shim is preloaded.
+  static Heap& process();
+  ~Heap();
+  Heap(const Heap&) = delete;
+  Heap& operator=(const Heap&) = delete;
+
+  void* alloc(size_t size) noexcept;
+  void* alloc_aligned(size_t size, size_t align) noexcept;  // align: a power of two
+  void* alloc_zeroed(size_t size) noexcept;
+  // nullptr is a no-op. A pointer this heap did not hand out, or a double
+  // free, is reported on stderr and ignored (or aborts, see options.h).
+  void free(void* p) noexcept;
+  // p == nullptr allocates; size == 0 frees and returns nullptr. nullptr
+  // and errno on failure, with p untouched.
+  void* resize(void* p, size_t size, unsigned flags = kResizeMove | kResizeCopy) noexcept;
+
+  // Frees every object. REQUIRES: no other thread uses the heap meanwhile.
+  void clear();
+  // Returns free memory to the system: the calling thread's empty blocks and
+  // every empty page.
+  void compact();
+  HeapStats stat();
+  // OK, or an INTERNAL error naming the first broken invariant.
+  absl::Status check();
+
+  // If p points into a live object, that object's start; else nullptr.
+  void* addr(const void* p) const;
+  // The usable size of the live object starting at p; 0 if p is not one.
+  size_t size(const void* p) const;
+  bool contains(const void* p) const { return handle_.arena->contains(p); }
+
+ private:
+  Heap(client::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
+  heap::OwnerHeap* thread_heap() const { return client::thread_heap(handle_); }
+
+  client::ArenaHandle handle_;
+  bool owned_;
+};
+
+}  // namespace memd

@@ -1,0 +1,64 @@
+#include "client/options.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace memd::client {
+namespace {
+
+constexpr Option kOptions[] = {
+    {"MEMD_RESERVE_GB", "64", "address space reserved for the process heap (GiB); memory is committed as used"},
+    {"MEMD_MAX_THREADS", "4096", "threads that may hold a thread heap at once"},
+    {"MEMD_DISCARD", "hysteresis", "when empty pages go back to the system: hysteresis, immediate, pressure, never"},
+    {"MEMD_DIRTY_FLOOR_MB", "4", "empty memory always kept for reuse before discarding (MiB)"},
+    {"MEMD_DIRTY_RATIO", "6", "... or this percentage of the memory in use, if larger"},
+    {"MEMD_DIRTY_DECAY_MS", "1000", "empty pages unused this long are discarded"},
+    {"MEMD_SMALL_MAX", "120", "largest small object (1-page blocks)"},
+    {"MEMD_MEDIUM_MAX", "496", "largest medium object (4-page blocks)"},
+    {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
+    {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block"},
+    {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
+    {"MEMD_QUIET", "0", "1: do not report heap errors on stderr"},
+};
+
+const char* env_or_default(const char* name) {
+  for (const Option& o : kOptions) {
+    if (std::strcmp(o.name, name) == 0) {
+      const char* v = std::getenv(name);
+      return v && *v ? v : o.default_text;
+    }
+  }
+  return "";
+}
+
+unsigned long number(const char* name) { return std::strtoul(env_or_default(name), nullptr, 10); }
+
+}  // namespace
+
+const Option* options_table(size_t* count) {
+  *count = sizeof(kOptions) / sizeof(kOptions[0]);
+  return kOptions;
+}
+
+ArenaOptions process_arena_options() {
+  ArenaOptions o;
+  o.reserve_bytes = size_t{number("MEMD_RESERVE_GB")} << 30;
+  o.max_threads = static_cast<uint32_t>(number("MEMD_MAX_THREADS"));
+  const char* mode = env_or_default("MEMD_DISCARD");
+  if (std::strcmp(mode, "immediate") == 0) o.params.discard_mode = heap::DiscardMode::kImmediate;
+  else if (std::strcmp(mode, "pressure") == 0) o.params.discard_mode = heap::DiscardMode::kPressure;
+  else if (std::strcmp(mode, "never") == 0) o.params.discard_mode = heap::DiscardMode::kNever;
+  o.params.dirty_floor_pages = static_cast<uint32_t>(number("MEMD_DIRTY_FLOOR_MB") * 256);
+  o.params.dirty_ratio_percent = static_cast<uint32_t>(number("MEMD_DIRTY_RATIO"));
+  o.params.dirty_decay_ms = static_cast<uint32_t>(number("MEMD_DIRTY_DECAY_MS"));
+  o.params.small_max = static_cast<uint32_t>(number("MEMD_SMALL_MAX"));
+  o.params.medium_max = static_cast<uint32_t>(number("MEMD_MEDIUM_MAX"));
+  o.params.large_max = static_cast<uint32_t>(number("MEMD_LARGE_MAX"));
+  o.params.large_block_pages = static_cast<uint32_t>(number("MEMD_LARGE_BLOCK_PAGES"));
+  return o;
+}
+
+bool abort_on_error() { return number("MEMD_ABORT_ON_ERROR") != 0; }
+bool quiet() { return number("MEMD_QUIET") != 0; }
+
+}  // namespace memd::client

@@ -1,0 +1,50 @@
+#include "client/process_heap.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "client/options.h"
+
+namespace memd::client {
+namespace {
+
+constinit ArenaHandle process_handle{};
+constinit std::atomic<bool> created{false};
+constinit pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void fork_prepare() {
+  if (created.load(std::memory_order_acquire)) process_handle.arena->lock();
+}
+void fork_parent() {
+  if (created.load(std::memory_order_acquire)) process_handle.arena->unlock();
+}
+void fork_child() {
+  if (created.load(std::memory_order_acquire)) process_handle.arena->reinit_lock_in_child();
+}
+
+}  // namespace
+
+const ArenaHandle& process_arena() {
+  if (__builtin_expect(created.load(std::memory_order_acquire), 1)) return process_handle;
+  pthread_mutex_lock(&create_lock);
+  if (!created.load(std::memory_order_relaxed)) {
+    Arena* arena = Arena::create(process_arena_options());
+    ArenaHandle handle;
+    if (arena != nullptr && register_arena(arena, &handle)) {
+      process_handle = handle;
+      created.store(true, std::memory_order_release);
+      // Threads in the child other than the forking one are gone; holding the
+      // lock across fork() keeps the page heap consistent for the child.
+      pthread_atfork(fork_prepare, fork_parent, fork_child);
+    }
+  }
+  pthread_mutex_unlock(&create_lock);
+  return process_handle;
+}
+
+const ArenaHandle* process_arena_if_created() {
+  return created.load(std::memory_order_acquire) ? &process_handle : nullptr;
+}
+
+}  // namespace memd::client

@@ -1,0 +1,262 @@
+// libmemd-malloc.so: malloc, free and friends, and C++ new/delete, on the
+// process heap, for LD_PRELOAD.
+//
+//   malloc(n)     -> thread heap from TLS -> OwnerHeap::alloc   [no lock]
+//                    first call in a thread: malloc_slow attaches one
+//   free(p)       -> p inside the arena? OwnerHeap::free (own or remote)
+//                    bootstrap memory: ignored; anything else: reported
+//
+// Re-entry: the slow path sets a thread-local flag; a malloc made while it
+// is set (by a library the shim calls) is served by the bootstrap heap.
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "client/diag.h"
+#include "client/process_heap.h"
+#include "client/shim/bootstrap_heap.h"
+
+#define MEMD_EXPORT extern "C" __attribute__((visibility("default")))
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+
+using memd::client::ArenaHandle;
+using memd::heap::FreeStatus;
+using memd::heap::OwnerHeap;
+
+namespace {
+
+__thread bool tl_in_shim __attribute__((tls_model("initial-exec")));
+
+// The calling thread's heap, or nullptr if it has none yet.
+inline OwnerHeap* current_heap() {
+  const ArenaHandle* a = memd::client::process_arena_if_created();
+  if (UNLIKELY(a == nullptr)) return nullptr;
+  memd::client::ThreadHeapEntry& e = memd::client::tl_thread_heaps[a->id];
+  return LIKELY(e.generation == a->generation) ? e.heap : nullptr;
+}
+
+void report_once_no_heap() {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  const char msg[] = "memd: cannot create the process heap (see MEMD_RESERVE_GB); allocations fail\n";
+  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+// The calling thread's heap, creating the process heap and attaching a thread
+// heap as needed; nullptr when re-entered (use the bootstrap heap) or failed.
+OwnerHeap* heap_slow(bool* reentered) {
+  *reentered = tl_in_shim;
+  if (tl_in_shim) return nullptr;
+  tl_in_shim = true;
+  const ArenaHandle& a = memd::client::process_arena();
+  OwnerHeap* h = a.arena ? memd::client::thread_heap(a) : nullptr;
+  tl_in_shim = false;
+  if (a.arena == nullptr) report_once_no_heap();
+  return h;
+}
+
+void* alloc_slow(size_t size, size_t align, bool zero) {
+  bool reentered;
+  OwnerHeap* h = heap_slow(&reentered);
+  if (h == nullptr) return reentered ? memd::client::bootstrap_alloc(size, align) : nullptr;
+  if (align > 16) return h->alloc_aligned(size, align);
+  return zero ? h->alloc_zeroed(size) : h->alloc(size);
+}
+
+inline void* alloc(size_t size) {
+  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
+  return alloc_slow(size, 0, false);
+}
+
+inline void* alloc_aligned(size_t size, size_t align) {
+  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_aligned(size, align);
+  return alloc_slow(size, align, false);
+}
+
+void report(FreeStatus s, const char* call, const void* p, const void* caller) {
+  memd::client::report_heap_error(s == FreeStatus::kDoubleFree ? memd::client::HeapError::kDoubleFree
+                                                               : memd::client::HeapError::kInvalidPointer,
+                                  call, p, caller);
+}
+
+inline void release(void* p, const void* caller) {
+  if (UNLIKELY(p == nullptr)) return;
+  const ArenaHandle* a = memd::client::process_arena_if_created();
+  if (LIKELY(a != nullptr && a->arena->contains(p))) {
+    FreeStatus s = memd::client::thread_heap_or_stranger(*a)->free(p);
+    if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
+    return;
+  }
+  if (memd::client::bootstrap_contains(p)) return;
+  report(FreeStatus::kInvalid, "free", p, caller);
+}
+
+bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
+
+void* new_or_throw(size_t size, size_t align) {
+  for (;;) {
+    void* p = align > 16 ? alloc_aligned(size, align) : alloc(size);
+    if (LIKELY(p != nullptr)) return p;
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+}  // namespace
+
+MEMD_EXPORT void* malloc(size_t size) { return alloc(size); }
+
+MEMD_EXPORT void free(void* p) { release(p, __builtin_return_address(0)); }
+MEMD_EXPORT void cfree(void* p) { release(p, __builtin_return_address(0)); }
+
+MEMD_EXPORT void* calloc(size_t count, size_t size) {
+  size_t total;
+  if (UNLIKELY(__builtin_mul_overflow(count, size, &total))) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_zeroed(total);
+  return alloc_slow(total, 0, true);
+}
+
+MEMD_EXPORT void* realloc(void* p, size_t size) {
+  if (p == nullptr) return alloc(size);
+  if (size == 0) {
+    release(p, __builtin_return_address(0));
+    return nullptr;
+  }
+  const ArenaHandle* a = memd::client::process_arena_if_created();
+  if (a != nullptr && a->arena->contains(p)) {
+    OwnerHeap* h = current_heap();
+    bool reentered = false;
+    if (h == nullptr) h = heap_slow(&reentered);
+    if (h == nullptr) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    FreeStatus s = h->validate(p);
+    if (UNLIKELY(s != FreeStatus::kOk)) {
+      report(s, "realloc", p, __builtin_return_address(0));
+      errno = EINVAL;
+      return nullptr;
+    }
+    return h->realloc(p, size);
+  }
+  if (memd::client::bootstrap_contains(p)) {
+    void* q = alloc(size);
+    if (q != nullptr) std::memcpy(q, p, std::min(size, memd::client::bootstrap_size(p)));
+    return q;
+  }
+  report(FreeStatus::kInvalid, "realloc", p, __builtin_return_address(0));
+  errno = EINVAL;
+  return nullptr;
+}
+
+MEMD_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(p, total);
+}
+
+MEMD_EXPORT void* memalign(size_t align, size_t size) {
+  if (!valid_alignment(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return alloc_aligned(size, align);
+}
+
+MEMD_EXPORT void* aligned_alloc(size_t align, size_t size) { return memalign(align, size); }
+
+MEMD_EXPORT int posix_memalign(void** out, size_t align, size_t size) {
+  if (!valid_alignment(align) || align % sizeof(void*) != 0) return EINVAL;
+  int saved = errno;
+  void* p = alloc_aligned(size, align);
+  if (p == nullptr) {
+    int e = errno;
+    errno = saved;
+    return e ? e : ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+MEMD_EXPORT void* valloc(size_t size) { return memalign(4096, size); }
+
+MEMD_EXPORT void* pvalloc(size_t size) {
+  if (size > SIZE_MAX - 4095) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  size_t rounded = (size + 4095) & ~size_t{4095};
+  return memalign(4096, rounded ? rounded : 4096);
+}
+
+MEMD_EXPORT size_t malloc_usable_size(void* p) {
+  if (p == nullptr) return 0;
+  const ArenaHandle* a = memd::client::process_arena_if_created();
+  if (a != nullptr && a->arena->contains(p)) {
+    OwnerHeap* h = memd::client::thread_heap_or_stranger(*a);
+    if (h->validate(p) != FreeStatus::kOk) {
+      report(h->validate(p), "malloc_usable_size", p, __builtin_return_address(0));
+      return 0;
+    }
+    return h->usable_size(p);
+  }
+  if (memd::client::bootstrap_contains(p)) return memd::client::bootstrap_size(p);
+  report(FreeStatus::kInvalid, "malloc_usable_size", p, __builtin_return_address(0));
+  return 0;
+}
+
+MEMD_EXPORT int malloc_trim(size_t) {
+  const ArenaHandle* a = memd::client::process_arena_if_created();
+  if (a == nullptr) return 0;
+  if (OwnerHeap* h = current_heap()) h->release_empty();
+  a->arena->sweep_abandoned();
+  a->arena->purge_all();
+  return 1;
+}
+
+// --- C++ ---
+
+__attribute__((visibility("default"))) void* operator new(size_t n) { return new_or_throw(n, 0); }
+__attribute__((visibility("default"))) void* operator new[](size_t n) { return new_or_throw(n, 0); }
+__attribute__((visibility("default"))) void* operator new(size_t n, const std::nothrow_t&) noexcept { return alloc(n); }
+__attribute__((visibility("default"))) void* operator new[](size_t n, const std::nothrow_t&) noexcept { return alloc(n); }
+__attribute__((visibility("default"))) void* operator new(size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+__attribute__((visibility("default"))) void* operator new[](size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+__attribute__((visibility("default"))) void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return alloc_aligned(n, static_cast<size_t>(a));
+}
+__attribute__((visibility("default"))) void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return alloc_aligned(n, static_cast<size_t>(a));
+}
+
+#define MEMD_DELETE(...) \
+  __attribute__((visibility("default"))) void __VA_ARGS__ noexcept { release(p, __builtin_return_address(0)); }
+MEMD_DELETE(operator delete(void* p))
+MEMD_DELETE(operator delete[](void* p))
+MEMD_DELETE(operator delete(void* p, const std::nothrow_t&))
+MEMD_DELETE(operator delete[](void* p, const std::nothrow_t&))
+MEMD_DELETE(operator delete(void* p, size_t))
+MEMD_DELETE(operator delete[](void* p, size_t))
+MEMD_DELETE(operator delete(void* p, std::align_val_t))
+MEMD_DELETE(operator delete[](void* p, std::align_val_t))
+MEMD_DELETE(operator delete(void* p, size_t, std::align_val_t))
+MEMD_DELETE(operator delete[](void* p, size_t, std::align_val_t))
+MEMD_DELETE(operator delete(void* p, std::align_val_t, const std::nothrow_t&))
+MEMD_DELETE(operator delete[](void* p, std::align_val_t, const std::nothrow_t&))

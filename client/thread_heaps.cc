@@ -1,0 +1,87 @@
+#include "client/thread_heaps.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+
+namespace memd::client {
+
+thread_local ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+struct Registry {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  Arena* arenas[kMaxArenas] = {};
+  std::atomic<uint32_t> generation[kMaxArenas] = {};
+  uint32_t next_generation = 1;
+  pthread_key_t exit_key = 0;
+  pthread_once_t key_once = PTHREAD_ONCE_INIT;
+};
+
+// Constant-initialized, so it is usable before any constructor runs (the
+// malloc shim is called from the loader and from other libraries' constructors).
+constinit Registry registry;
+
+void detach_all_at_exit(void*) {
+  for (uint32_t id = 0; id < kMaxArenas; ++id) {
+    ThreadHeapEntry& e = tl_thread_heaps[id];
+    if (e.heap == nullptr) continue;
+    heap::OwnerHeap* h = e.heap;
+    bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
+    e.generation = 0;
+    e.heap = nullptr;
+    if (live) registry.arenas[id]->detach_thread(h);
+  }
+}
+
+void create_exit_key() { pthread_key_create(&registry.exit_key, detach_all_at_exit); }
+
+}  // namespace
+
+bool register_arena(Arena* arena, ArenaHandle* out) {
+  pthread_once(&registry.key_once, create_exit_key);
+  pthread_mutex_lock(&registry.lock);
+  for (uint32_t id = 0; id < kMaxArenas; ++id) {
+    if (registry.arenas[id] != nullptr) continue;
+    registry.arenas[id] = arena;
+    uint32_t gen = registry.next_generation++;
+    registry.generation[id].store(gen, std::memory_order_release);
+    pthread_mutex_unlock(&registry.lock);
+    *out = {arena, id, gen};
+    return true;
+  }
+  pthread_mutex_unlock(&registry.lock);
+  errno = EMFILE;
+  return false;
+}
+
+void unregister_arena(const ArenaHandle& handle) {
+  pthread_mutex_lock(&registry.lock);
+  registry.generation[handle.id].store(0, std::memory_order_release);
+  registry.arenas[handle.id] = nullptr;
+  pthread_mutex_unlock(&registry.lock);
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (e.generation == handle.generation) e = {0, nullptr};
+}
+
+heap::OwnerHeap* attach_thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  heap::OwnerHeap* h = handle.arena->attach_thread();
+  if (h == nullptr) return nullptr;
+  e = {handle.generation, h};
+  // Any non-null value makes the key's destructor run at thread exit.
+  pthread_setspecific(registry.exit_key, &e);
+  return h;
+}
+
+void detach_thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (e.generation != handle.generation || e.heap == nullptr) return;
+  heap::OwnerHeap* h = e.heap;
+  e = {0, nullptr};
+  handle.arena->detach_thread(h);
+}
+
+}  // namespace memd::client

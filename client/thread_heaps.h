@@ -1,0 +1,54 @@
+// Binds threads to arenas: each thread gets its own thread heap (OwnerHeap)
+// in each arena it uses, found through a thread-local table indexed by arena
+// id. A generation per entry makes a destroyed arena's entries stale instead
+// of dangling. When a thread exits, a pthread key destructor hands its blocks
+// back (released if empty, else abandoned for adoption).
+#pragma once
+
+#include <cstdint>
+
+#include "client/arena.h"
+#include "heap/owner_heap.h"
+
+namespace memd::client {
+
+inline constexpr uint32_t kMaxArenas = 64;
+
+struct ArenaHandle {
+  Arena* arena = nullptr;
+  uint32_t id = 0;
+  uint32_t generation = 0;
+};
+
+struct ThreadHeapEntry {
+  uint32_t generation;
+  heap::OwnerHeap* heap;
+};
+
+extern thread_local ThreadHeapEntry tl_thread_heaps[kMaxArenas]
+    __attribute__((tls_model("initial-exec")));
+
+// Gives the arena an id; false (errno EMFILE) if kMaxArenas are registered.
+bool register_arena(Arena* arena, ArenaHandle* out);
+// Forgets the arena; threads' entries for it become stale.
+void unregister_arena(const ArenaHandle& handle);
+
+// The calling thread's heap in the arena, attaching one if needed; nullptr
+// (errno set) if none can be had.
+heap::OwnerHeap* attach_thread_heap(const ArenaHandle& handle);
+inline heap::OwnerHeap* thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  return attach_thread_heap(handle);
+}
+// The calling thread's heap if it has one, else the arena's stranger (for frees).
+inline heap::OwnerHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  return handle.arena->stranger();
+}
+
+// Detaches the calling thread from one arena now (before the arena goes).
+void detach_thread_heap(const ArenaHandle& handle);
+
+}  // namespace memd::client

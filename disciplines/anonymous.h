@@ -1,0 +1,35 @@
+// The anonymous discipline: process-private memory. The whole span is
+// reserved once without access (PROT_NONE costs nothing and commits nothing),
+// committed in steps with mprotect, and given back with MADV_DONTNEED, after
+// which the pages read as zero.
+#pragma once
+
+#include <cstddef>
+
+#include "heap/memory_source.h"
+
+namespace memd::disciplines {
+
+class AnonymousSource final : public heap::MemorySource {
+ public:
+  AnonymousSource() = default;
+  AnonymousSource(const AnonymousSource&) = delete;
+  AnonymousSource& operator=(const AnonymousSource&) = delete;
+  ~AnonymousSource() override;
+
+  // Reserves `bytes` of address space. False with errno on failure.
+  bool reserve(size_t bytes);
+  // Unmaps everything; the source may be reserved again.
+  void release();
+
+  char* base() const override { return base_; }
+  size_t reserved_bytes() const override { return bytes_; }
+  bool commit(size_t offset, size_t len) override;
+  bool discard(size_t offset, size_t len) override;
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace memd::disciplines

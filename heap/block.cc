@@ -1,0 +1,53 @@
+#include "heap/block.h"
+
+namespace memd::heap {
+
+uint32_t block_collect_remote(BlockDesc& b, char* base) {
+  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+  // Bound the walk: a list longer than the block can hold has a cycle.
+  uint32_t limit = b.end / 16 + 1;
+  uint32_t n = 0;
+  for (uint32_t steps = 0; head != 0; ++steps) {
+    if (steps >= limit) return UINT32_MAX;
+    char* p = base + head - 1;
+    uint32_t next = link_of(p);
+    // A remote free cannot see the bump pointer; an object past it was never
+    // handed out, and is dropped rather than handed out twice.
+    if (head - 1 < b.bump) {
+      link_of(p) = b.free_head;
+      b.free_head = head;
+      ++n;
+    }
+    head = next;
+  }
+  b.used -= n;
+  return n;
+}
+
+bool block_object_is_free(const BlockDesc& b, const char* base, uint32_t in_block) {
+  if (in_block >= b.bump) return true;
+  uint32_t limit = b.end / 16 + 1;
+  for (uint32_t h = b.free_head; h != 0 && limit--; h = *reinterpret_cast<const uint32_t*>(base + h - 1)) {
+    if (h - 1 == in_block) return true;
+  }
+  limit = b.end / 16 + 1;
+  for (uint32_t h = b.remote_head.load(std::memory_order_acquire); h != 0 && limit--;
+       h = *reinterpret_cast<const uint32_t*>(base + h - 1)) {
+    if (h - 1 == in_block) return true;
+  }
+  return false;
+}
+
+void block_init(BlockDesc& b, uint16_t cls, uint32_t end, bool zeroed) {
+  b.free_head = 0;
+  b.bump = 0;
+  b.end = end;
+  b.used = 0;
+  b.cls = cls;
+  b.flags = zeroed ? kBlockFreshBump : 0;
+  b.prev = b.next = kNoPage;
+  b.remote_head.store(0, std::memory_order_relaxed);
+  b.pending_next.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace memd::heap

@@ -1,0 +1,35 @@
+// Where a thread heap gets its blocks and where it gives them back. Within a
+// process it is the arena (client/arena.h), which runs the page heap under a
+// lock; with the daemon it is the lease client, which asks over gRPC. The
+// source writes page descriptors before it returns a block: a block is usable
+// as soon as acquire returns.
+#pragma once
+
+#include "heap/layout.h"
+
+namespace memd::heap {
+
+struct AcquiredBlock {
+  PageIndex first = kNoPage;
+  bool zeroed = false;   // fresh pages: they read as zero
+  bool adopted = false;  // a block abandoned by a thread that exited
+};
+
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // A block for segregated class `cls` (kSegregated) or a large block
+  // (kLarge, cls 0), owned by `owner` on return. kNoPage and errno on failure.
+  virtual AcquiredBlock acquire(PageKind kind, uint16_t cls, OwnerId owner) = 0;
+  // An empty block, disowned, goes back to the page heap.
+  virtual void release(PageIndex block) = 0;
+  // A block that still holds live objects, disowned: another owner adopts it.
+  virtual void abandon(PageIndex block) = 0;
+  // A run of pages for one huge object, and its return.
+  virtual AcquiredBlock acquire_huge(PageCount pages, PageCount align) = 0;
+  virtual void release_huge(PageIndex first) = 0;
+  // Grows or shrinks a huge object's run in place; false if it cannot.
+  virtual bool resize_huge(PageIndex first, PageCount want, bool* zeroed) = 0;
+};
+
+}  // namespace memd::heap

@@ -1,0 +1,288 @@
+#include "heap/inspect.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "heap/block.h"
+#include "heap/large_heap.h"
+
+namespace memd::heap {
+namespace {
+
+uint32_t chunk_state(const ChunkHeader* c) { return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE); }
+
+// Counts of one segregated block: objects handed out, locally free, remote.
+struct SegregatedCounts {
+  uint32_t handed_out = 0, local_free = 0, remote_free = 0;
+};
+
+// Walks a free list of a segregated block, marking each object in `seen`.
+// Returns the length, or -1 with `why` set if the list leaves the block,
+// misses an object boundary, passes the bump pointer or repeats.
+int walk_free_list(uint32_t head, const char* base, const BlockDesc& b, uint32_t size,
+                   uint64_t* seen, const char** why) {
+  int n = 0;
+  for (uint32_t h = head; h != 0; h = *reinterpret_cast<const uint32_t*>(base + h - 1)) {
+    uint32_t off = h - 1;
+    if (off >= b.bump || off % size != 0) {
+      *why = "free list points outside the allocated part of the block";
+      return -1;
+    }
+    uint32_t idx = off / size;
+    if (seen[idx / 64] & (uint64_t{1} << (idx % 64))) {
+      *why = "object on a free list twice";
+      return -1;
+    }
+    seen[idx / 64] |= uint64_t{1} << (idx % 64);
+    ++n;
+  }
+  return n;
+}
+
+bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, const BlockDesc& b,
+                      SegregatedCounts* out, const char** why) {
+  const ClassInfo& c = classes.info(b.cls);
+  if (b.end != c.end || b.bump > b.end || b.bump % c.size != 0) {
+    *why = "bump pointer or end out of range for the class";
+    return false;
+  }
+  uint64_t seen[kPageSize * 16 / kMinObject / 64] = {};
+  if (c.end / c.size > sizeof(seen) * 8) {
+    *why = "block too large to check";
+    return false;
+  }
+  const char* base = r.page_address(p);
+  int local = walk_free_list(b.free_head, base, b, c.size, seen, why);
+  if (local < 0) return false;
+  int remote = walk_free_list(b.remote_head.load(std::memory_order_acquire), base, b, c.size, seen, why);
+  if (remote < 0) return false;
+  out->handed_out = b.bump / c.size;
+  out->local_free = static_cast<uint32_t>(local);
+  out->remote_free = static_cast<uint32_t>(remote);
+  if (b.used != out->handed_out - out->local_free) {
+    *why = "count of objects in use disagrees with the free list";
+    return false;
+  }
+  return true;
+}
+
+bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* s, const char** why) {
+  const char* base = r.page_address(p);
+  uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+  uint32_t off = 0, prev_size = 0;
+  bool prev_free = false;
+  while (off < bytes) {
+    auto* c = reinterpret_cast<const ChunkHeader*>(base + off);
+    uint32_t state = chunk_state(c);
+    if (c->size == 0 || c->size % kChunkAlign != 0 || c->size > bytes - off) {
+      *why = "large chunk size breaks the tiling of its block";
+      return false;
+    }
+    if (c->prev_size != prev_size) {
+      *why = "large chunk's previous size disagrees with its neighbour";
+      return false;
+    }
+    if (c->check != static_cast<uint32_t>(r.header->secret ^ r.offset_of(c))) {
+      *why = "large chunk header overwritten";
+      return false;
+    }
+    bool is_free = state == kChunkFree;
+    if (!is_free && state != kChunkBusy && state != kChunkRemote) {
+      *why = "large chunk state overwritten";
+      return false;
+    }
+    if (is_free && prev_free) {
+      *why = "two free large chunks side by side (missed coalescing)";
+      return false;
+    }
+    uint32_t payload = c->size - sizeof(ChunkHeader);
+    if (state == kChunkBusy) {
+      ++s->busy_objects;
+      s->busy_bytes += payload;
+    } else {
+      ++s->free_objects;
+      s->free_bytes += payload;
+    }
+    prev_free = is_free;
+    prev_size = c->size;
+    off += c->size;
+  }
+  return true;
+}
+
+bool fail(char* message, size_t size, PageIndex p, const char* why) {
+  if (size > 0) snprintf(message, size, "page %u: %s", p.value, why);
+  return false;
+}
+
+}  // namespace
+
+RegionStats region_stat(const Region& r, const SizeClasses& classes) {
+  RegionStats s;
+  const PageHeapState& h = r.header->page_heap;
+  uint32_t committed = h.committed_pages.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    const BlockDesc& b = r.block(p);
+    PageDesc d = r.page(p);
+    uint32_t n = b.pages.value ? b.pages.value : 1;
+    if (d.block != i) n = 1;  // not a start: step carefully
+    else if (d.kind == PageKind::kSegregated) {
+      ++s.segregated_blocks;
+      SegregatedCounts counts;
+      const char* why = nullptr;
+      const ClassInfo& c = classes.info(b.cls);
+      if (check_segregated(r, classes, p, b, &counts, &why)) {
+        uint32_t busy = counts.handed_out - counts.local_free - counts.remote_free;
+        s.busy_objects += busy;
+        s.busy_bytes += size_t{busy} * c.size;
+        uint32_t free = c.end / c.size - busy;
+        s.free_objects += free;
+        s.free_bytes += size_t{free} * c.size;
+      }
+    } else if (d.kind == PageKind::kLarge) {
+      ++s.large_blocks;
+      const char* why = nullptr;
+      check_large(r, p, b, &s, &why);
+    } else if (d.kind == PageKind::kHuge) {
+      ++s.huge_objects;
+      ++s.busy_objects;
+      s.busy_bytes += b.pages.bytes();
+    }
+    i += n;
+  }
+  s.pages_committed = committed;
+  s.pages_in_use = h.in_use_pages;
+  s.pages_dirty = h.dirty_pages;
+  s.pages_discarded = h.discarded_pages;
+  s.discard_calls = h.discard_calls;
+  s.pages_discarded_total = h.discarded_total;
+  return s;
+}
+
+bool region_check(const Region& r, const SizeClasses& classes, char* message, size_t size) {
+  if (size > 0) message[0] = '\0';
+  const PageHeapState& h = r.header->page_heap;
+  if (r.header->magic != kRegionMagic || r.header->version != kFormatVersion) {
+    return fail(message, size, PageIndex{0}, "region header: bad magic or version");
+  }
+  uint32_t committed = h.committed_pages.load(std::memory_order_acquire);
+  uint32_t in_use = 0, dirty = 0, clean = 0;
+  bool prev_free = false, prev_dirty = false;
+  RegionStats scratch;
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    PageDesc d = r.page(p);
+    const BlockDesc& b = r.block(p);
+    uint32_t n = b.pages.value;
+    if (d.block != i) return fail(message, size, p, "descriptor of a block's first page names another block");
+    if (n == 0 || n > committed - i) return fail(message, size, p, "block length out of range");
+    PageDesc last = r.page(p + PageCount{n - 1});
+    if (last.block != i) return fail(message, size, p, "descriptor of a block's last page names another block");
+    const char* why = nullptr;
+    switch (d.kind) {
+      case PageKind::kFree:
+      case PageKind::kPurging: {
+        bool purging = d.kind == PageKind::kPurging;
+        if (last.kind != d.kind) return fail(message, size, p, "free run's ends disagree");
+        for (uint32_t k = 1; k + 1 < n; ++k) {
+          if (r.page(p + PageCount{k}).kind != PageKind::kFree) {
+            return fail(message, size, p, "page inside a free run is not free");
+          }
+        }
+        if (!purging && prev_free && prev_dirty == static_cast<bool>(b.dirty)) {
+          return fail(message, size, p, "two free runs of the same state side by side (missed coalescing)");
+        }
+        if (!purging) (b.dirty ? dirty : clean) += n;
+        prev_free = !purging;
+        prev_dirty = b.dirty;
+        i += n;
+        continue;
+      }
+      case PageKind::kSegregated: {
+        for (uint32_t k = 0; k < n; ++k) {
+          PageDesc pk = r.page(p + PageCount{k});
+          if (pk.kind != PageKind::kSegregated || pk.block != i || pk.cls != d.cls) {
+            return fail(message, size, p, "page of a block with another descriptor");
+          }
+        }
+        if (b.cls != d.cls || d.cls < classes.first_class() || d.cls > classes.last_class()) {
+          return fail(message, size, p, "block class disagrees with its descriptor");
+        }
+        if (n != classes.info(d.cls).block_pages) return fail(message, size, p, "block length wrong for its class");
+        SegregatedCounts counts;
+        if (!check_segregated(r, classes, p, b, &counts, &why)) return fail(message, size, p, why);
+        break;
+      }
+      case PageKind::kLarge:
+        if (n != r.header->params.large_block_pages) return fail(message, size, p, "large block length wrong");
+        if (!check_large(r, p, b, &scratch, &why)) return fail(message, size, p, why);
+        break;
+      case PageKind::kHuge:
+        for (uint32_t k = 0; k < n; ++k) {
+          PageDesc pk = r.page(p + PageCount{k});
+          if (pk.kind != PageKind::kHuge || pk.block != i) {
+            return fail(message, size, p, "page of a huge object with another descriptor");
+          }
+        }
+        break;
+      default:
+        return fail(message, size, p, "page of unknown kind");
+    }
+    in_use += n;
+    prev_free = false;
+    i += n;
+  }
+  if (in_use != h.in_use_pages) return fail(message, size, PageIndex{committed}, "pages in use miscounted");
+  if (dirty != h.dirty_pages) return fail(message, size, PageIndex{committed}, "dirty pages miscounted");
+  if (clean != h.discarded_pages) return fail(message, size, PageIndex{committed}, "discarded pages miscounted");
+  return true;
+}
+
+void* region_object_start(const Region& r, const SizeClasses& classes, const void* p) {
+  if (!r.contains(p)) return nullptr;
+  Offset off = r.offset_of(p);
+  PageDesc d = r.page(PageIndex{static_cast<uint32_t>(off >> kPageShift)});
+  PageIndex block{d.block};
+  const BlockDesc& b = r.block(block);
+  char* base = r.page_address(block);
+  uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+  switch (d.kind) {
+    case PageKind::kSegregated: {
+      const ClassInfo& c = classes.info(d.cls);
+      if (in_block >= c.end) return nullptr;
+      uint32_t start = in_block / c.size * c.size;
+      return block_object_is_free(b, base, start) ? nullptr : base + start;
+    }
+    case PageKind::kLarge: {
+      uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+      for (uint32_t o = 0; o < bytes;) {
+        auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
+        if (c->size == 0) return nullptr;
+        if (in_block < o + c->size) {
+          bool live = chunk_state(c) == kChunkBusy && in_block >= o + sizeof(ChunkHeader);
+          return live ? base + o + sizeof(ChunkHeader) : nullptr;
+        }
+        o += c->size;
+      }
+      return nullptr;
+    }
+    case PageKind::kHuge:
+      return base;
+    default:
+      return nullptr;
+  }
+}
+
+size_t region_object_size(const Region& r, const SizeClasses& classes, const void* p) {
+  if (region_object_start(r, classes, p) != p) return 0;
+  PageDesc d = r.page(PageIndex{static_cast<uint32_t>(r.offset_of(p) >> kPageShift)});
+  switch (d.kind) {
+    case PageKind::kSegregated: return classes.info(d.cls).size;
+    case PageKind::kLarge: return LargeHeap::usable_size(const_cast<void*>(p));
+    case PageKind::kHuge: return r.block(PageIndex{d.block}).pages.bytes();
+    default: return 0;
+  }
+}
+
+}  // namespace memd::heap

@@ -1,0 +1,333 @@
+#include "heap/large_heap.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+namespace memd::heap {
+namespace {
+
+constexpr Offset kNoOffset = ~Offset{0};
+
+struct FreeLinks {
+  Offset next;
+  Offset prev;
+};
+FreeLinks& links_of(ChunkHeader* c) { return *reinterpret_cast<FreeLinks*>(c + 1); }
+
+uint32_t load_state(const ChunkHeader* c) {
+  return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+}
+void store_state(ChunkHeader* c, uint32_t s) { __atomic_store_n(&c->state, s, __ATOMIC_RELEASE); }
+
+constexpr uint32_t round_up(size_t n, uint32_t a) { return static_cast<uint32_t>((n + a - 1) & ~size_t{a - 1}); }
+
+}  // namespace
+
+void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, uint64_t secret) {
+  region_ = r;
+  blocks_ = kNoPage;
+  secret_ = secret;
+  block_bytes_ = block_pages * static_cast<uint32_t>(kPageSize);
+  // The smallest large object is one granule above the largest medium one.
+  min_chunk_ = round_up(r.header->params.medium_max + 8, kChunkAlign) + sizeof(ChunkHeader);
+  max_binned_ = round_up(large_max, kChunkAlign) + sizeof(ChunkHeader);
+  std::fill(std::begin(head_), std::end(head_), kNoOffset);
+  std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
+}
+
+uint32_t LargeHeap::bin_of(uint32_t chunk_size) const {
+  // Exact bins up to the largest large object; one bin for bigger free chunks.
+  return chunk_size <= max_binned_ ? chunk_size / kChunkAlign : kBins - 1;
+}
+
+void LargeHeap::set_check(ChunkHeader* c) const {
+  c->check = static_cast<uint32_t>(secret_ ^ offset_of(c));
+}
+
+ChunkHeader* LargeHeap::next_chunk(ChunkHeader* c, const char* block_end) const {
+  char* n = reinterpret_cast<char*>(c) + c->size;
+  return n < block_end ? reinterpret_cast<ChunkHeader*>(n) : nullptr;
+}
+
+void LargeHeap::bin_insert(ChunkHeader* c) {
+  uint32_t bin = bin_of(c->size);
+  FreeLinks& l = links_of(c);
+  l.prev = kNoOffset;
+  l.next = head_[bin];
+  if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = offset_of(c);
+  head_[bin] = offset_of(c);
+  nonempty_[bin / 64] |= uint64_t{1} << (bin % 64);
+}
+
+void LargeHeap::bin_remove(ChunkHeader* c) {
+  uint32_t bin = bin_of(c->size);
+  FreeLinks& l = links_of(c);
+  if (l.prev != kNoOffset) links_of(chunk_at(l.prev)).next = l.next;
+  else head_[bin] = l.next;
+  if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = l.prev;
+  if (head_[bin] == kNoOffset) nonempty_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
+}
+
+ChunkHeader* LargeHeap::find_fit(uint32_t need) {
+  uint32_t bin = bin_of(need);
+  for (uint32_t w = bin / 64; w < kBinWords; ++w) {
+    uint64_t bits = nonempty_[w];
+    if (w == bin / 64) bits &= ~uint64_t{0} << (bin % 64);
+    while (bits) {
+      uint32_t b = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (b < kBins - 1) return chunk_at(head_[b]);  // exact bin: every chunk fits
+      for (Offset o = head_[b]; o != kNoOffset; o = links_of(chunk_at(o)).next) {
+        if (chunk_at(o)->size >= need) return chunk_at(o);
+      }
+    }
+  }
+  return nullptr;
+}
+
+void LargeHeap::split(ChunkHeader* c, uint32_t need, char* block_end) {
+  if (c->size - need < min_chunk_) return;
+  auto* rest = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) + need);
+  rest->size = c->size - need;
+  rest->prev_size = need;
+  set_check(rest);
+  store_state(rest, kChunkFree);
+  c->size = need;
+  if (ChunkHeader* after = next_chunk(rest, block_end)) after->prev_size = rest->size;
+  bin_insert(rest);
+}
+
+void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t align, bool* zeroed) {
+  uint32_t need = std::max(round_up(size, kChunkAlign) + uint32_t{sizeof(ChunkHeader)}, min_chunk_);
+  // An aligned request needs room to move its start and free what is skipped.
+  uint32_t search = align > kChunkAlign ? need + static_cast<uint32_t>(align) + min_chunk_ : need;
+  if (search > block_bytes_) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ChunkHeader* c = find_fit(search);
+  *zeroed = false;
+  if (c == nullptr) {
+    AcquiredBlock got = source.acquire(PageKind::kLarge, 0, owner);
+    if (got.first == kNoPage) return nullptr;
+    add_block(got.first);
+    if (got.adopted) {
+      adopt(got.first);
+    } else {
+      c = reinterpret_cast<ChunkHeader*>(region_.page_address(got.first));
+      c->size = block_bytes_;
+      c->prev_size = 0;
+      set_check(c);
+      store_state(c, kChunkFree);
+      bin_insert(c);
+      *zeroed = got.zeroed;
+    }
+    c = find_fit(search);
+    if (c == nullptr) return alloc(source, owner, size, align, zeroed);  // adopted one was too full
+  }
+  bin_remove(c);
+  PageIndex block{region_.page(PageIndex{static_cast<uint32_t>(offset_of(c) >> kPageShift)}).block};
+  char* block_base = region_.page_address(block);
+  char* block_end = block_base + block_bytes_;
+  if (align > kChunkAlign) {
+    uintptr_t payload = reinterpret_cast<uintptr_t>(c + 1);
+    uintptr_t aligned = (payload + align - 1) & ~(uintptr_t{align} - 1);
+    while (aligned != payload && aligned - payload < min_chunk_) aligned += align;
+    if (aligned != payload) {
+      // Free the skipped front as a chunk of its own.
+      uint32_t lead = static_cast<uint32_t>(aligned - payload);
+      auto* moved = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) + lead);
+      moved->size = c->size - lead;
+      moved->prev_size = lead;
+      c->size = lead;
+      set_check(c);
+      store_state(c, kChunkFree);
+      if (ChunkHeader* after = next_chunk(moved, block_end)) after->prev_size = moved->size;
+      bin_insert(c);
+      c = moved;
+    }
+  }
+  split(c, need, block_end);
+  set_check(c);
+  store_state(c, kChunkBusy);
+  return c + 1;
+}
+
+ChunkHeader* LargeHeap::header_of(const Region& r, uint64_t secret, PageIndex block, void* p) {
+  auto* c = static_cast<ChunkHeader*>(p) - 1;
+  char* block_base = r.page_address(block);
+  uint32_t block_bytes = r.block(block).pages.value * static_cast<uint32_t>(kPageSize);
+  auto addr = reinterpret_cast<char*>(c);
+  if ((reinterpret_cast<uintptr_t>(p) & (kChunkAlign - 1)) != 0 || addr < block_base ||
+      addr + sizeof(ChunkHeader) > block_base + block_bytes) {
+    return nullptr;
+  }
+  if (c->check != static_cast<uint32_t>(secret ^ r.offset_of(c))) return nullptr;
+  return c;
+}
+
+ChunkHeader* LargeHeap::release_chunk(ChunkHeader* c, char* block_base) {
+  char* block_end = block_base + block_bytes_;
+  store_state(c, kChunkFree);
+  ChunkHeader* after = next_chunk(c, block_end);
+  if (after && load_state(after) == kChunkFree) {
+    bin_remove(after);
+    c->size += after->size;
+  }
+  if (c->prev_size != 0) {
+    auto* before = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) - c->prev_size);
+    if (load_state(before) == kChunkFree) {
+      bin_remove(before);
+      before->size += c->size;
+      c = before;
+    }
+  }
+  if (ChunkHeader* n = next_chunk(c, block_end)) n->prev_size = c->size;
+  if (c->size != block_bytes_) bin_insert(c);
+  return c;
+}
+
+LargeFreeResult LargeHeap::free_local(PageIndex block, void* p) {
+  ChunkHeader* c = header_of(region_, secret_, block, p);
+  if (c == nullptr) return LargeFreeResult::kInvalid;
+  uint32_t state = load_state(c);
+  if (state != kChunkBusy) {
+    return state == kChunkFree || state == kChunkRemote ? LargeFreeResult::kDoubleFree
+                                                        : LargeFreeResult::kInvalid;
+  }
+  c = release_chunk(c, region_.page_address(block));
+  return c->size == block_bytes_ ? LargeFreeResult::kBlockEmpty : LargeFreeResult::kFreed;
+}
+
+void LargeHeap::keep_empty_block(PageIndex block) {
+  bin_insert(reinterpret_cast<ChunkHeader*>(region_.page_address(block)));
+}
+
+void LargeHeap::forget_empty_block(PageIndex block) {
+  bin_remove(reinterpret_cast<ChunkHeader*>(region_.page_address(block)));
+}
+
+LargeFreeResult LargeHeap::claim_remote(const Region& r, uint64_t secret, PageIndex block, void* p) {
+  ChunkHeader* c = header_of(r, secret, block, p);
+  if (c == nullptr) return LargeFreeResult::kInvalid;
+  uint32_t expected = kChunkBusy;
+  if (!__atomic_compare_exchange_n(&c->state, &expected, kChunkRemote, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return expected == kChunkFree || expected == kChunkRemote ? LargeFreeResult::kDoubleFree
+                                                              : LargeFreeResult::kInvalid;
+  }
+  return LargeFreeResult::kFreed;
+}
+
+bool LargeHeap::collect_remote(PageIndex block) {
+  BlockDesc& b = region_.block(block);
+  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+  char* base = region_.page_address(block);
+  bool empty = false;
+  uint32_t limit = block_bytes_ / min_chunk_ + 1;
+  while (head != 0 && limit--) {
+    auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);
+    head = *reinterpret_cast<uint32_t*>(c + 1);
+    empty = release_chunk(c, base)->size == block_bytes_;
+  }
+  return empty;
+}
+
+bool LargeHeap::adopt(PageIndex block) {
+  char* base = region_.page_address(block);
+  char* end = base + block_bytes_;
+  for (auto* c = reinterpret_cast<ChunkHeader*>(base); c; c = next_chunk(c, end)) {
+    if (load_state(c) != kChunkFree) continue;
+    // Chunks freed while the block had no owner were not merged: merge now.
+    while (ChunkHeader* n = next_chunk(c, end)) {
+      if (load_state(n) != kChunkFree) break;
+      c->size += n->size;
+    }
+    if (ChunkHeader* n = next_chunk(c, end)) n->prev_size = c->size;
+    if (c->size != block_bytes_) bin_insert(c);
+  }
+  collect_remote(block);
+  auto* first = reinterpret_cast<ChunkHeader*>(base);
+  if (first->size == block_bytes_ && load_state(first) == kChunkFree) {
+    bin_insert(first);  // empty: keep it usable; the owner decides to release
+    return true;
+  }
+  return false;
+}
+
+bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
+  BlockDesc& b = r.block(block);
+  char* base = r.page_address(block);
+  uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+  for (uint32_t limit = bytes / kPageSize * 8; head != 0 && limit--;) {
+    auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);
+    head = *reinterpret_cast<uint32_t*>(c + 1);
+    store_state(c, kChunkFree);
+  }
+  for (uint32_t off = 0; off < bytes;) {
+    auto* c = reinterpret_cast<ChunkHeader*>(base + off);
+    if (load_state(c) != kChunkFree || c->size == 0) return false;
+    off += c->size;
+  }
+  return true;
+}
+
+void LargeHeap::unbin_block(PageIndex block) {
+  char* base = region_.page_address(block);
+  char* end = base + block_bytes_;
+  for (auto* c = reinterpret_cast<ChunkHeader*>(base); c; c = next_chunk(c, end)) {
+    if (load_state(c) == kChunkFree) bin_remove(c);
+  }
+}
+
+void LargeHeap::add_block(PageIndex block) {
+  BlockDesc& b = region_.block(block);
+  b.prev = kNoPage;
+  b.next = blocks_;
+  if (blocks_ != kNoPage) region_.block(blocks_).prev = block;
+  blocks_ = block;
+}
+
+void LargeHeap::drop_block(PageIndex block) {
+  BlockDesc& b = region_.block(block);
+  if (b.prev != kNoPage) region_.block(b.prev).next = b.next;
+  else blocks_ = b.next;
+  if (b.next != kNoPage) region_.block(b.next).prev = b.prev;
+  b.prev = b.next = kNoPage;
+}
+
+bool LargeHeap::resize_in_place(PageIndex block, void* p, size_t size) {
+  auto* c = static_cast<ChunkHeader*>(p) - 1;
+  char* block_end = region_.page_address(block) + block_bytes_;
+  uint32_t need = std::max(round_up(size, kChunkAlign) + uint32_t{sizeof(ChunkHeader)}, min_chunk_);
+  if (need > block_bytes_) return false;
+  if (need > c->size) {
+    ChunkHeader* after = next_chunk(c, block_end);
+    if (!after || load_state(after) != kChunkFree || c->size + after->size < need) return false;
+    bin_remove(after);
+    c->size += after->size;
+    if (ChunkHeader* n = next_chunk(c, block_end)) n->prev_size = c->size;
+  }
+  // Give back the tail (merging it with a free successor) when it is big enough.
+  if (c->size - need >= min_chunk_) {
+    ChunkHeader* after = next_chunk(c, block_end);
+    uint32_t tail = c->size - need;
+    if (after && load_state(after) == kChunkFree) {
+      bin_remove(after);
+      tail += after->size;
+    }
+    c->size = need;
+    auto* rest = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) + need);
+    rest->size = tail;
+    rest->prev_size = need;
+    set_check(rest);
+    store_state(rest, kChunkFree);
+    if (ChunkHeader* n = next_chunk(rest, block_end)) n->prev_size = rest->size;
+    bin_insert(rest);
+  }
+  return true;
+}
+
+}  // namespace memd::heap

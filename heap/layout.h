@@ -1,0 +1,184 @@
+// The data layout of a region: plain, versioned, fixed-width structs addressed
+// by offsets, so that a region may be mapped at different addresses by
+// different processes (and, for files, survive them).
+//
+//   [ RegionHeader | OwnerSlot x max_owners | PageDesc x max_pages |
+//     BlockDesc x max_pages | data pages ... ]
+//
+// Page-level metadata (PageDesc, free runs, the page heap state in the header)
+// has one writer, the page-heap owner. A block's allocation state has one
+// writer, the block's owner (a thread heap). Fields written by anyone else are
+// atomics and say so.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/params.h"
+#include "heap/units.h"
+
+namespace memd::heap {
+
+inline constexpr uint64_t kRegionMagic = 0x6d656d642d726567ull;  // "memd-reg"
+inline constexpr uint32_t kFormatVersion = 1;
+
+enum class PageKind : uint8_t {
+  kUncommitted = 0,  // never handed out (reads as zero)
+  kFree = 1,         // part of a free run of the page heap
+  kSegregated = 2,   // a small or medium block: headerless objects of one class
+  kLarge = 3,        // a large block: objects with headers, best fit
+  kHuge = 4,         // one object spanning a run of pages
+  kPurging = 5,      // a free run being discarded outside the page-heap lock
+};
+
+// One per data page: which block the page belongs to and of what class.
+// Stored packed in one 64-bit word so that any process can read it in one
+// load, even while the page-heap owner rewrites it.
+struct PageDesc {
+  uint32_t block = 0;  // page index of the block's (or free run's) first page
+  uint16_t cls = 0;    // size class of a segregated block
+  PageKind kind = PageKind::kUncommitted;
+  uint8_t reserved = 0;
+
+  static PageDesc unpack(uint64_t w) {
+    return {static_cast<uint32_t>(w), static_cast<uint16_t>(w >> 32),
+            static_cast<PageKind>(w >> 48), 0};
+  }
+  uint64_t pack() const {
+    return uint64_t{block} | uint64_t{cls} << 32 | uint64_t{static_cast<uint8_t>(kind)} << 48;
+  }
+};
+using PackedPageDesc = std::atomic<uint64_t>;
+static_assert(sizeof(PackedPageDesc) == 8);
+
+// Block flags (owner-written).
+inline constexpr uint8_t kBlockFull = 1;       // on the owner's full list
+inline constexpr uint8_t kBlockFreshBump = 2;  // memory past `bump` reads as zero
+inline constexpr uint8_t kBlockCached = 4;     // empty, kept in the owner's cache
+
+// One per data page; only the entry of a block's (or free run's) first page is
+// used. One cache line each, so owners of neighbouring blocks never share one.
+struct alignas(64) BlockDesc {
+  // --- written by the block's owner ---
+  uint32_t free_head;  // in-block offset + 1 of the first locally freed object, 0: none
+  uint32_t bump;       // in-block offset of the next never-used object
+  uint32_t end;        // in-block offset past the last object
+  uint32_t used;       // objects handed out and not yet freed back to the owner
+  uint16_t cls;        // size class (segregated blocks)
+  PageKind kind;
+  uint8_t flags;       // kBlock* above
+  PageIndex prev;      // links in the owner's available/full lists, or a free bin
+  PageIndex next;
+  // --- written by the page-heap owner ---
+  PageCount pages;     // length of the block or free run
+  PageIndex lru_prev;  // free runs: links in the dirty (not yet discarded) list
+  PageIndex lru_next;
+  uint32_t freed_ms;   // free runs: when it became free (monotonic ms, wraps)
+  uint8_t dirty;       // free runs: 1 if its pages may be resident
+  uint8_t pad[3];
+  // --- written by any thread of any process ---
+  std::atomic<uint32_t> remote_head;  // in-block offset + 1 of remotely freed objects
+  std::atomic<uint32_t> owner_word;   // owner << 1 | notified (see remote_free.h)
+  std::atomic<uint32_t> pending_next; // link in the owner's pending stack
+  uint32_t pad2;
+};
+static_assert(sizeof(BlockDesc) == 64);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// A thread heap's mailbox: blocks that received remote frees while the owner
+// was not looking are pushed here (see remote_free.h).
+// An owner id is a slot index plus the slot's generation, so that a
+// notification meant for a thread that has gone never reaches the next thread
+// to take the same slot.
+inline constexpr uint32_t kOwnerSlotBits = 12;
+inline constexpr uint32_t kMaxOwnerSlots = 1u << kOwnerSlotBits;
+inline constexpr uint32_t kPendingClosed = UINT32_MAX;
+struct alignas(64) OwnerSlot {
+  std::atomic<uint64_t> pending;   // generation << 32 | (block page + 1, 0: empty, kPendingClosed)
+  std::atomic<uint32_t> in_use;    // 1 while a thread heap holds this slot
+  uint32_t pad[13];
+};
+static_assert(sizeof(OwnerSlot) == 64);
+
+// Free-run bins of the page heap: exact sizes up to kExactRunBins pages, then
+// one bin per power of two.
+inline constexpr uint32_t kExactRunBins = 128;
+inline constexpr uint32_t kRunBins = kExactRunBins + 26;
+inline constexpr uint32_t kRunBinWords = (kRunBins + 63) / 64;
+
+struct RunBins {
+  PageIndex head[kRunBins];
+  uint64_t nonempty[kRunBinWords];
+};
+
+// Page-heap state and counters. Written by the page-heap owner only.
+struct PageHeapState {
+  std::atomic<uint32_t> committed_pages;  // data pages usable so far (read by anyone)
+  uint32_t table_pages;       // descriptor entries committed so far
+  uint32_t in_use_pages;      // pages in blocks and huge objects
+  uint32_t dirty_pages;       // free pages that may be resident
+  uint32_t discarded_pages;   // free pages given back to the system (zero)
+  PageIndex lru_oldest;       // dirty runs, oldest first
+  PageIndex lru_newest;
+  uint32_t pad;
+  uint64_t discard_calls;     // discard (madvise/punch) calls made
+  uint64_t discarded_total;   // pages discarded since creation
+  RunBins dirty;
+  RunBins clean;
+};
+
+struct RegionHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t page_size;
+  uint32_t max_pages;         // data pages the reservation can hold
+  uint32_t max_owners;
+  uint64_t slots_offset;      // byte offsets from the region base
+  uint64_t page_desc_offset;
+  uint64_t block_desc_offset;
+  uint64_t data_offset;
+  uint64_t secret;            // random, for double-free tags
+  HeapParams params;
+  std::atomic<uint32_t> next_owner_hint;
+  std::atomic<uint32_t> abandoned_frees;  // remote frees into ownerless blocks (a hint to sweep)
+  PageHeapState page_heap;
+};
+
+// Byte sizes of the parts of a region holding `max_pages` data pages.
+struct RegionGeometry {
+  uint64_t slots_offset, page_desc_offset, block_desc_offset, data_offset, total_bytes;
+  static RegionGeometry compute(uint32_t max_pages, uint32_t max_owners);
+};
+
+// A process's view of a mapped region: the mapping address plus the derived
+// table addresses. Cheap to copy; never stored inside a region.
+struct Region {
+  char* base = nullptr;
+  RegionHeader* header = nullptr;
+  OwnerSlot* slots = nullptr;
+  PackedPageDesc* page_descs = nullptr;
+  BlockDesc* blocks = nullptr;
+  char* data = nullptr;
+
+  static Region attach(char* base);
+
+  PageDesc page(PageIndex p) const {
+    return PageDesc::unpack(page_descs[p.value].load(std::memory_order_acquire));
+  }
+  void set_page(PageIndex p, PageDesc d) const {
+    page_descs[p.value].store(d.pack(), std::memory_order_release);
+  }
+  BlockDesc& block(PageIndex p) const { return blocks[p.value]; }
+  PageIndex index_of(const BlockDesc& b) const {
+    return {static_cast<uint32_t>(&b - blocks)};
+  }
+  char* page_address(PageIndex p) const { return data + (size_t{p.value} << kPageShift); }
+  Offset offset_of(const void* p) const { return static_cast<const char*>(p) - data; }
+  bool contains(const void* p) const {
+    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(data) <
+           (size_t{header->page_heap.committed_pages.load(std::memory_order_acquire)} << kPageShift);
+  }
+};
+
+}  // namespace memd::heap

@@ -1,0 +1,31 @@
+// The one interface through which the heap reaches memory. A discipline
+// (disciplines/) implements it for anonymous memory, shared memory objects,
+// mapped files and pmem. Data-plane contract: no exceptions, no allocation;
+// failure is `false` with errno set.
+#pragma once
+
+#include <cstddef>
+
+namespace memd::heap {
+
+class MemorySource {
+ public:
+  virtual ~MemorySource() = default;
+
+  // The reserved span [base(), base() + reserved_bytes()). Only committed
+  // parts may be touched. The base never moves while the source lives.
+  virtual char* base() const = 0;
+  virtual size_t reserved_bytes() const = 0;
+
+  // Makes [offset, offset + len) readable and writable; it reads as zero the
+  // first time. REQUIRES: page-aligned arguments inside the reservation.
+  virtual bool commit(size_t offset, size_t len) = 0;
+
+  // Gives [offset, offset + len) back to the system; it reads as zero after.
+  virtual bool discard(size_t offset, size_t len) = 0;
+
+  // Makes [offset, offset + len) durable (no-op for volatile memory).
+  virtual bool persist(size_t offset, size_t len) { return true; }
+};
+
+}  // namespace memd::heap

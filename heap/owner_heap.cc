@@ -1,0 +1,410 @@
+#include "heap/owner_heap.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace memd::heap {
+namespace {
+
+// The current block of a class with no block yet: always "full", so the
+// first allocation takes the slow path. Never written.
+BlockDesc empty_block{};
+
+}  // namespace
+
+void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id) {
+  region_ = r;
+  classes_ = classes;
+  source_ = source;
+  id_ = id;
+  secret_ = r.header->secret;
+  empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
+  kept_empty_large_ = kNoPage;
+  for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) {
+    ClassList& cl = lists_[cls];
+    cl.cur = &empty_block;
+    cl.cur_base = nullptr;
+    cl.size = cls * kGranule;
+    cl.avail = cl.full = kNoPage;
+    cl.empty_kept = 0;
+  }
+  large_.init(r, r.header->params.large_max, r.header->params.large_block_pages, secret_);
+}
+
+// --- owner lists (BlockDesc::prev/next) ---
+
+void OwnerHeap::list_push_front(PageIndex* head, PageIndex p) {
+  BlockDesc& b = region_.block(p);
+  b.prev = kNoPage;
+  b.next = *head;
+  if (*head != kNoPage) region_.block(*head).prev = p;
+  *head = p;
+}
+
+void OwnerHeap::list_remove(PageIndex* head, PageIndex p) {
+  BlockDesc& b = region_.block(p);
+  if (b.prev != kNoPage) region_.block(b.prev).next = b.next;
+  else *head = b.next;
+  if (b.next != kNoPage) region_.block(b.next).prev = b.prev;
+  b.prev = b.next = kNoPage;
+}
+
+void OwnerHeap::refresh_cur(ClassList& cl) {
+  if (cl.avail == kNoPage) {
+    cl.cur = &empty_block;
+    cl.cur_base = nullptr;
+    return;
+  }
+  BlockDesc& b = region_.block(cl.avail);
+  if (b.flags & kBlockCached) {
+    b.flags &= ~kBlockCached;
+    --cl.empty_kept;
+  }
+  cl.cur = &b;
+  cl.cur_base = region_.page_address(cl.avail);
+}
+
+// --- allocation ---
+
+void* OwnerHeap::alloc_slow(uint32_t cls) {
+  take_pending();
+  ClassList& cl = lists_[cls];
+  const ClassInfo& info = classes_->info(cls);
+  for (;;) {
+    if (cl.cur != &empty_block) {
+      BlockDesc& b = *cl.cur;
+      if (char* p = block_pop(b, cl.cur_base, cl.size)) return p;
+      if (block_collect_remote(b, cl.cur_base) > 0) continue;
+      // No room left: the block waits on the full list for frees.
+      PageIndex p = region_.index_of(b);
+      list_remove(&cl.avail, p);
+      b.flags |= kBlockFull;
+      list_push_front(&cl.full, p);
+      refresh_cur(cl);
+      continue;
+    }
+    AcquiredBlock got = source_->acquire(PageKind::kSegregated, static_cast<uint16_t>(cls), id_);
+    if (got.first == kNoPage) return nullptr;
+    BlockDesc& b = region_.block(got.first);
+    if (got.adopted) {
+      block_collect_remote(b, region_.page_address(got.first));
+      b.flags &= ~(kBlockFull | kBlockCached);
+    } else {
+      block_init(b, static_cast<uint16_t>(cls), info.end, got.zeroed);
+    }
+    list_push_front(&cl.avail, got.first);
+    refresh_cur(cl);
+  }
+}
+
+void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
+  bool fresh = false;
+  void* p;
+  if (size <= classes_->large_max() && align <= kPageSize) {
+    take_pending();
+    p = large_.alloc(*source_, id_, size, align, &fresh);
+    if (p != nullptr && locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
+  } else {
+    PageCount pages = pages_for(size);
+    if (pages.value == 0 || size > size_t{UINT32_MAX} * kPageSize) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
+    AcquiredBlock got = source_->acquire_huge(pages, align_pages);
+    p = got.first == kNoPage ? nullptr : region_.page_address(got.first);
+    fresh = got.zeroed;
+  }
+  if (zeroed) *zeroed = fresh;
+  return p;
+}
+
+void* OwnerHeap::alloc_zeroed(size_t size) {
+  if (size <= classes_->medium_max()) {
+    uint32_t cls = SizeClasses::class_of(size);
+    BlockDesc& b = *lists_[cls].cur;
+    // The next object comes from fresh bump space if the free list is empty.
+    bool fresh = b.free_head == 0 && (b.flags & kBlockFreshBump) && b.bump < b.end;
+    void* p = alloc_segregated(cls);
+    if (p && !fresh) std::memset(p, 0, size);
+    return p;
+  }
+  bool fresh = false;
+  void* p = alloc_big(size, 0, &fresh);
+  if (p && !fresh) std::memset(p, 0, size);
+  return p;
+}
+
+void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
+  if (align <= kChunkAlign && (align <= kGranule || size % 16 == 0 || size > classes_->medium_max())) {
+    return alloc(size);
+  }
+  // A segregated class whose size is a multiple of the alignment places every
+  // object aligned, since blocks start on page boundaries.
+  size_t rounded = (std::max(size, align) + align - 1) & ~(align - 1);
+  if (rounded <= classes_->medium_max() && align <= kPageSize) {
+    return alloc_segregated(SizeClasses::class_of(rounded));
+  }
+  return alloc_big(size, align, nullptr);
+}
+
+// --- free ---
+
+void OwnerHeap::after_local_free(BlockDesc& b) {
+  ClassList& cl = lists_[b.cls];
+  PageIndex p = region_.index_of(b);
+  if (b.flags & kBlockFull) {
+    // Vam: a block freed into while full goes to the front of the available list.
+    b.flags &= ~kBlockFull;
+    list_remove(&cl.full, p);
+    list_push_front(&cl.avail, p);
+    refresh_cur(cl);
+  }
+  if (b.used == 0) handle_empty(cl, b);
+}
+
+void OwnerHeap::handle_empty(ClassList& cl, BlockDesc& b) {
+  if (&b == cl.cur || (b.flags & kBlockCached)) return;
+  if (cl.empty_kept < empty_blocks_per_class_) {
+    b.flags |= kBlockCached;
+    ++cl.empty_kept;
+    return;
+  }
+  // A notification for this block is in flight: decide when it arrives.
+  if (!try_disown(b, id_)) return;
+  PageIndex p = region_.index_of(b);
+  list_remove(b.flags & kBlockFull ? &cl.full : &cl.avail, p);
+  source_->release(p);
+}
+
+FreeStatus OwnerHeap::free_big(void* p, const PointerInfo& at) {
+  if (at.kind == PageKind::kLarge) {
+    BlockDesc& b = region_.block(at.block);
+    if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {
+      switch (large_.free_local(at.block, p)) {
+        case LargeFreeResult::kFreed: return FreeStatus::kOk;
+        case LargeFreeResult::kBlockEmpty: handle_empty_large(at.block); return FreeStatus::kOk;
+        case LargeFreeResult::kDoubleFree: return FreeStatus::kDoubleFree;
+        case LargeFreeResult::kInvalid: return FreeStatus::kInvalid;
+      }
+    }
+    switch (LargeHeap::claim_remote(region_, secret_, at.block, p)) {
+      case LargeFreeResult::kDoubleFree: return FreeStatus::kDoubleFree;
+      case LargeFreeResult::kInvalid: return FreeStatus::kInvalid;
+      default: break;
+    }
+    auto* c = static_cast<ChunkHeader*>(p) - 1;
+    uint32_t in_block = static_cast<uint32_t>(reinterpret_cast<char*>(c) - region_.page_address(at.block));
+    if (remote_push(b, static_cast<char*>(p), in_block)) notify_owner(region_, at.block);
+    return FreeStatus::kOk;
+  }
+  if (at.kind == PageKind::kHuge) {
+    if (at.in_block != 0) return FreeStatus::kInvalid;
+    source_->release_huge(at.block);
+    return FreeStatus::kOk;
+  }
+  // A free page: most likely freed already; anything else was never ours.
+  return at.kind == PageKind::kFree || at.kind == PageKind::kPurging ? FreeStatus::kDoubleFree
+                                                                      : FreeStatus::kInvalid;
+}
+
+void OwnerHeap::handle_empty_large(PageIndex block) {
+  if (kept_empty_large_ == kNoPage) {
+    kept_empty_large_ = block;
+    large_.keep_empty_block(block);
+    return;
+  }
+  if (!try_disown(region_.block(block), id_)) {
+    large_.keep_empty_block(block);  // decide when the notification arrives
+    return;
+  }
+  large_.drop_block(block);
+  source_->release(block);
+}
+
+// --- remote frees ---
+
+void OwnerHeap::handle_pending_block(PageIndex p) {
+  BlockDesc& b = region_.block(p);
+  if (b.kind == PageKind::kLarge) {
+    if (kept_empty_large_ == p) return;  // already empty and binned
+    if (large_.collect_remote(p)) handle_empty_large(p);
+    return;
+  }
+  char* base = region_.page_address(p);
+  if (block_collect_remote(b, base) == 0) {
+    if (b.used == 0) handle_empty(lists_[b.cls], b);
+    return;
+  }
+  ClassList& cl = lists_[b.cls];
+  if (b.flags & kBlockFull) {
+    b.flags &= ~kBlockFull;
+    list_remove(&cl.full, p);
+    list_push_front(&cl.avail, p);
+    refresh_cur(cl);
+  }
+  if (b.used == 0) handle_empty(cl, b);
+}
+
+void OwnerHeap::take_pending() {
+  uint32_t head = pending_take(region_, id_);
+  while (head != 0) {
+    PageIndex p{head - 1};
+    head = region_.block(p).pending_next.load(std::memory_order_relaxed);
+    handle_pending_block(p);
+  }
+}
+
+// --- usable size and realloc ---
+
+size_t OwnerHeap::usable_size(void* p) const {
+  PointerInfo at = locate(p);
+  switch (at.kind) {
+    case PageKind::kSegregated: return classes_->info(at.cls).size;
+    case PageKind::kLarge: return LargeHeap::usable_size(p);
+    case PageKind::kHuge: return region_.block(at.block).pages.bytes() - at.in_block;
+    default: return 0;
+  }
+}
+
+FreeStatus OwnerHeap::validate(const void* p) const {
+  PointerInfo at = locate(p);
+  switch (at.kind) {
+    case PageKind::kSegregated: {
+      const ClassInfo& c = classes_->info(at.cls);
+      if (SizeClasses::object_index(c, at.in_block) * c.size != at.in_block || at.in_block >= c.end) {
+        return FreeStatus::kInvalid;
+      }
+      char* obj = const_cast<char*>(static_cast<const char*>(p));
+      return tag_of(obj) == free_tag(secret_, region_.offset_of(p)) ? FreeStatus::kDoubleFree : FreeStatus::kOk;
+    }
+    case PageKind::kLarge: {
+      ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, const_cast<void*>(p));
+      if (c == nullptr) return FreeStatus::kInvalid;
+      uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+      return state == kChunkBusy ? FreeStatus::kOk : FreeStatus::kDoubleFree;
+    }
+    case PageKind::kHuge:
+      return at.in_block == 0 ? FreeStatus::kOk : FreeStatus::kInvalid;
+    case PageKind::kFree:
+    case PageKind::kPurging:
+      return FreeStatus::kDoubleFree;
+    default:
+      return FreeStatus::kInvalid;
+  }
+}
+
+bool OwnerHeap::resize_in_place(void* p, size_t size) {
+  PointerInfo at = locate(p);
+  size_t have = usable_size(p);
+  switch (at.kind) {
+    case PageKind::kSegregated:
+      // Stay while the class fits and the object would not waste over half.
+      return size <= have && (size > have / 2 || have <= kMinObject);
+    case PageKind::kLarge:
+      return size > classes_->medium_max() && size <= classes_->large_max() &&
+             owner_of(region_.block(at.block).owner_word.load(std::memory_order_relaxed)) == id_ &&
+             large_.resize_in_place(at.block, p, size);
+    case PageKind::kHuge: {
+      if (size <= classes_->large_max() || at.in_block != 0) return false;
+      bool zeroed = false;
+      PageCount want = pages_for(size);
+      return want == region_.block(at.block).pages || source_->resize_huge(at.block, want, &zeroed);
+    }
+    default:
+      return false;
+  }
+}
+
+void* OwnerHeap::realloc(void* p, size_t size) {
+  if (resize_in_place(p, size)) return p;
+  size_t have = usable_size(p);
+  void* q = alloc(size);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, std::min(have, size));
+  free(p);
+  return q;
+}
+
+// --- compaction and exit ---
+
+void OwnerHeap::release_empty() {
+  take_pending();
+  for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
+    ClassList& cl = lists_[cls];
+    for (PageIndex p = cl.avail; p != kNoPage;) {
+      BlockDesc& b = region_.block(p);
+      PageIndex next = b.next;
+      block_collect_remote(b, region_.page_address(p));
+      if (b.used == 0 && try_disown(b, id_)) {
+        if (b.flags & kBlockCached) --cl.empty_kept;
+        list_remove(&cl.avail, p);
+        source_->release(p);
+      }
+      p = next;
+    }
+    refresh_cur(cl);
+  }
+  if (kept_empty_large_ != kNoPage && try_disown(region_.block(kept_empty_large_), id_)) {
+    large_.forget_empty_block(kept_empty_large_);
+    large_.drop_block(kept_empty_large_);
+    source_->release(kept_empty_large_);
+    kept_empty_large_ = kNoPage;
+  }
+}
+
+void OwnerHeap::disown_blocking(BlockDesc& b) {
+  // Our stack is closed: a notifier in flight fails and takes its bit back.
+  for (uint32_t spins = 0; !try_disown(b, id_); ++spins) {
+    if (spins > 64) sched_yield();
+  }
+}
+
+void OwnerHeap::retire_block(PageIndex p, bool empty) {
+  disown_blocking(region_.block(p));
+  if (empty) source_->release(p);
+  else source_->abandon(p);
+}
+
+void OwnerHeap::abandon_all() {
+  uint32_t head = pending_close(region_, id_);
+  while (head != 0) {
+    PageIndex p{head - 1};
+    head = region_.block(p).pending_next.load(std::memory_order_relaxed);
+    // Settled: the bit is clear; the remote lists are collected below.
+  }
+  for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
+    ClassList& cl = lists_[cls];
+    for (PageIndex* list : {&cl.avail, &cl.full}) {
+      while (*list != kNoPage) {
+        PageIndex p = *list;
+        BlockDesc& b = region_.block(p);
+        list_remove(list, p);
+        block_collect_remote(b, region_.page_address(p));
+        b.flags &= ~(kBlockFull | kBlockCached);
+        retire_block(p, b.used == 0);
+      }
+    }
+    cl.cur = &empty_block;
+    cl.empty_kept = 0;
+  }
+  while (large_.first_block() != kNoPage) {
+    PageIndex p = large_.first_block();
+    large_.drop_block(p);
+    bool empty = large_.collect_remote(p) || p == kept_empty_large_;
+    if (!empty) large_.unbin_block(p);
+    else if (p == kept_empty_large_) large_.forget_empty_block(p);
+    retire_block(p, empty);
+  }
+  kept_empty_large_ = kNoPage;
+}
+
+void OwnerHeap::reset() {
+  pending_open(region_, id_);
+  init(region_, classes_, source_, id_);
+}
+
+}  // namespace memd::heap

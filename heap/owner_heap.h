@@ -1,0 +1,164 @@
+// A thread heap: the blocks one owner (a thread of some process) allocates
+// from, one list pair per size class (Vam's ordered per-size allocation), and
+// its large-object heap. Only its owner thread calls it, except where noted.
+//
+// The call tree of an allocation:
+//
+//   alloc(size)
+//     size <= medium_max: alloc_segregated(cls)      [inline, no lock]
+//       block_pop(cur)                                bump, else free list
+//       alloc_slow(cls)                               [out of line]
+//         take_pending()                              remote frees others told us of
+//         collect cur's remote list; else cur -> full list; next available
+//         source.acquire()                            adopt, else a fresh block
+//     size <= large_max: large_.alloc()               best fit in large blocks
+//     else: source.acquire_huge()                     a run of pages
+//
+//   free(p)
+//     page descriptor of p -> kind, class, block      [one load]
+//     owner is us: block_push_local                   [inline, no lock]
+//       block was full / became empty -> after_local_free
+//     else: remote_push + notify_owner                [lock-free]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/block.h"
+#include "heap/block_source.h"
+#include "heap/large_heap.h"
+#include "heap/layout.h"
+#include "heap/remote_free.h"
+#include "heap/size_class.h"
+
+namespace memd::heap {
+
+enum class FreeStatus : uint8_t { kOk, kInvalid, kDoubleFree, kNotOurs };
+
+// Where a pointer lives, from its page descriptor.
+struct PointerInfo {
+  PageKind kind = PageKind::kUncommitted;
+  PageIndex block = kNoPage;
+  uint32_t cls = 0;
+  uint32_t in_block = 0;  // byte offset of p from the block start
+};
+
+class OwnerHeap {
+ public:
+  // REQUIRES: `id` is a fresh owner id whose pending stack is open.
+  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id);
+
+  OwnerId id() const { return id_; }
+  const Region& region() const { return region_; }
+
+  // Any size; nullptr with errno ENOMEM when memory runs out.
+  inline void* alloc(size_t size) {
+    if (__builtin_expect(size <= classes_->medium_max(), 1)) {
+      return alloc_segregated(SizeClasses::class_of(size));
+    }
+    return alloc_big(size, 0, nullptr);
+  }
+  inline void* alloc_segregated(uint32_t cls) {
+    ClassList& cl = lists_[cls];
+    char* p = block_pop(*cl.cur, cl.cur_base, cl.size);
+    if (__builtin_expect(p != nullptr, 1)) return p;
+    return alloc_slow(cls);
+  }
+  // Zero-filled; skips the memset for memory known to be fresh.
+  void* alloc_zeroed(size_t size);
+  // `align` a power of two; any size.
+  void* alloc_aligned(size_t size, size_t align);
+
+  // REQUIRES: region().contains(p).
+  inline FreeStatus free(void* p) {
+    PointerInfo at = locate(p);
+    if (__builtin_expect(at.kind == PageKind::kSegregated, 1)) {
+      const ClassInfo& c = classes_->info(at.cls);
+      uint32_t idx = SizeClasses::object_index(c, at.in_block);
+      char* obj = static_cast<char*>(p);
+      uint64_t tag = free_tag(secret_, region_.offset_of(p));
+      if (__builtin_expect(idx * c.size != at.in_block || at.in_block >= c.end, 0)) return FreeStatus::kInvalid;
+      if (__builtin_expect(tag_of(obj) == tag, 0)) return FreeStatus::kDoubleFree;
+      BlockDesc& b = region_.block(at.block);
+      if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_, 1)) {
+        if (__builtin_expect(at.in_block >= b.bump, 0)) return FreeStatus::kInvalid;
+        uint32_t used = block_push_local(b, obj, at.in_block, tag);
+        if (__builtin_expect(used == 0 || (b.flags & kBlockFull), 0)) after_local_free(b);
+        return FreeStatus::kOk;
+      }
+      tag_of(obj) = tag;
+      if (remote_push(b, obj, at.in_block)) notify_owner(region_, at.block);
+      return FreeStatus::kOk;
+    }
+    return free_big(p, at);
+  }
+
+  // Whether p is the start of a live object (what free would accept).
+  // Owner-independent; REQUIRES: region().contains(p).
+  FreeStatus validate(const void* p) const;
+
+  // Resizes the live object at p without moving it, when its class or the
+  // free space after it allows. Returns whether it did.
+  bool resize_in_place(void* p, size_t size);
+
+  // Resizes in place, else moves (copying the contents). nullptr (and p
+  // untouched) on failure. REQUIRES: validate(p) == kOk.
+  void* realloc(void* p, size_t size);
+
+  // Payload bytes of the object at p (a live object of this region).
+  size_t usable_size(void* p) const;
+
+  // Where p lives, from its page descriptor. REQUIRES: region().contains(p).
+  inline PointerInfo locate(const void* p) const {
+    Offset off = region_.offset_of(p);
+    PageDesc d = region_.page(PageIndex{static_cast<uint32_t>(off >> kPageShift)});
+    return {d.kind, PageIndex{d.block}, d.cls,
+            static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))};
+  }
+
+  // Takes the remote frees others told us of (cheap when there are none).
+  void take_pending();
+  // Collects every remote free, releases every empty block (compaction).
+  void release_empty();
+  // Thread exit: collects what it can, releases empty blocks and abandons the
+  // rest for others to adopt. The heap is unusable afterwards.
+  void abandon_all();
+  // Forgets every block without touching them (the region was cleared).
+  void reset();
+
+ private:
+  struct ClassList {
+    BlockDesc* cur;      // head of the available list, or the empty sentinel
+    char* cur_base;
+    uint32_t size;
+    PageIndex avail;     // blocks with room, most recently freed into first
+    PageIndex full;      // blocks with no room
+    uint32_t empty_kept; // empty blocks kept on the available list
+  };
+
+  void* alloc_slow(uint32_t cls);
+  void* alloc_big(size_t size, size_t align, bool* zeroed);
+  FreeStatus free_big(void* p, const PointerInfo& at);
+  void after_local_free(BlockDesc& b);
+  void handle_empty(ClassList& cl, BlockDesc& b);
+  void handle_pending_block(PageIndex block);
+  void handle_empty_large(PageIndex block);
+
+  void list_push_front(PageIndex* head, PageIndex p);
+  void list_remove(PageIndex* head, PageIndex p);
+  void refresh_cur(ClassList& cl);
+  void disown_blocking(BlockDesc& b);
+  void retire_block(PageIndex p, bool empty);
+
+  Region region_{};
+  const SizeClasses* classes_ = nullptr;
+  BlockSource* source_ = nullptr;
+  OwnerId id_ = kNoOwner;
+  uint64_t secret_ = 0;
+  uint32_t empty_blocks_per_class_ = 1;
+  PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
+  ClassList lists_[kMaxSegregatedClasses];
+  LargeHeap large_;
+};
+
+}  // namespace memd::heap

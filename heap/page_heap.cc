@@ -1,0 +1,355 @@
+#include "heap/page_heap.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace memd::heap {
+namespace {
+
+constexpr uint32_t kGrowMinPages = 2048;  // 8 MiB: commit in large steps
+
+uint32_t bin_of(PageCount n) {
+  if (n.value <= kExactRunBins) return n.value - 1;
+  uint32_t log2 = 31 - static_cast<uint32_t>(__builtin_clz(n.value));
+  return kExactRunBins + (log2 - 7);
+}
+
+RunBins& bins_for(const Region& r, bool dirty) {
+  return dirty ? r.header->page_heap.dirty : r.header->page_heap.clean;
+}
+
+void set_bin_bit(RunBins& bins, uint32_t bin, bool on) {
+  uint64_t bit = uint64_t{1} << (bin % 64);
+  if (on) bins.nonempty[bin / 64] |= bit;
+  else bins.nonempty[bin / 64] &= ~bit;
+}
+
+// --- bins (doubly linked through BlockDesc::prev/next) ---
+
+void bin_insert(const Region& r, PageIndex run) {
+  BlockDesc& b = r.block(run);
+  RunBins& bins = bins_for(r, b.dirty);
+  uint32_t bin = bin_of(b.pages);
+  b.prev = kNoPage;
+  b.next = bins.head[bin];
+  if (b.next != kNoPage) r.block(b.next).prev = run;
+  bins.head[bin] = run;
+  set_bin_bit(bins, bin, true);
+}
+
+void bin_remove(const Region& r, PageIndex run) {
+  BlockDesc& b = r.block(run);
+  RunBins& bins = bins_for(r, b.dirty);
+  uint32_t bin = bin_of(b.pages);
+  if (b.prev != kNoPage) r.block(b.prev).next = b.next;
+  else bins.head[bin] = b.next;
+  if (b.next != kNoPage) r.block(b.next).prev = b.prev;
+  if (bins.head[bin] == kNoPage) set_bin_bit(bins, bin, false);
+}
+
+// --- the LRU of dirty runs (BlockDesc::lru_prev/lru_next) ---
+
+void lru_push_newest(const Region& r, PageIndex run) {
+  PageHeapState& s = r.header->page_heap;
+  BlockDesc& b = r.block(run);
+  b.lru_next = kNoPage;
+  b.lru_prev = s.lru_newest;
+  if (s.lru_newest != kNoPage) r.block(s.lru_newest).lru_next = run;
+  else s.lru_oldest = run;
+  s.lru_newest = run;
+}
+
+void lru_remove(const Region& r, PageIndex run) {
+  PageHeapState& s = r.header->page_heap;
+  BlockDesc& b = r.block(run);
+  if (b.lru_prev != kNoPage) r.block(b.lru_prev).lru_next = b.lru_next;
+  else s.lru_oldest = b.lru_next;
+  if (b.lru_next != kNoPage) r.block(b.lru_next).lru_prev = b.lru_prev;
+  else s.lru_newest = b.lru_prev;
+}
+
+// Marks the ends of a free run so that neighbours can find its start.
+void mark_run_ends(const Region& r, PageIndex first, PageCount n, PageKind kind) {
+  PageDesc d{first.value, 0, kind, 0};
+  r.set_page(first, d);
+  r.set_page(first + PageCount{n.value - 1}, d);
+}
+
+// Records a free run (not coalesced) in the bins and, if dirty, the LRU.
+void run_insert(const Region& r, PageIndex first, PageCount n, bool dirty, uint32_t freed_ms) {
+  BlockDesc& b = r.block(first);
+  b.kind = PageKind::kFree;
+  b.pages = n;
+  b.dirty = dirty;
+  b.freed_ms = freed_ms;
+  mark_run_ends(r, first, n, PageKind::kFree);
+  bin_insert(r, first);
+  if (dirty) {
+    lru_push_newest(r, first);
+    r.header->page_heap.dirty_pages += n.value;
+  } else {
+    r.header->page_heap.discarded_pages += n.value;
+  }
+}
+
+void run_remove(const Region& r, PageIndex first) {
+  BlockDesc& b = r.block(first);
+  bin_remove(r, first);
+  if (b.dirty) {
+    lru_remove(r, first);
+    r.header->page_heap.dirty_pages -= b.pages.value;
+  } else {
+    r.header->page_heap.discarded_pages -= b.pages.value;
+  }
+}
+
+// The start of the free run holding page `p`, or kNoPage if `p` is not the
+// end page of a free run.
+PageIndex free_run_at(const Region& r, PageIndex p) {
+  PageDesc d = r.page(p);
+  return d.kind == PageKind::kFree ? PageIndex{d.block} : kNoPage;
+}
+
+// Inserts [first, first + n) as a free run of state `dirty`, merging with
+// free neighbours of the same state. REQUIRES: its pages are marked kFree.
+void run_free_coalesced(const Region& r, PageIndex first, PageCount n, bool dirty,
+                        uint32_t now_ms) {
+  uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_relaxed);
+  if (first.value > 0) {
+    PageIndex left = free_run_at(r, PageIndex{first.value - 1});
+    if (left != kNoPage && r.block(left).dirty == dirty) {
+      n.value += r.block(left).pages.value;
+      run_remove(r, left);
+      first = left;
+    }
+  }
+  PageIndex after = first + n;
+  if (after.value < committed) {
+    PageIndex right = free_run_at(r, after);
+    if (right == after && r.block(right).dirty == dirty) {
+      n.value += r.block(right).pages.value;
+      run_remove(r, right);
+    }
+  }
+  run_insert(r, first, n, dirty, now_ms);
+}
+
+// Best fit among runs of `bins`: the first nonempty exact bin at or above
+// the request, or the smallest fitting run of a power-of-two bin.
+PageIndex bins_find(const Region& r, const RunBins& bins, PageCount n) {
+  uint32_t bin = bin_of(n);
+  if (bin >= kExactRunBins && bins.head[bin] != kNoPage) {
+    PageIndex best = kNoPage;
+    uint32_t scanned = 0;
+    for (PageIndex p = bins.head[bin]; p != kNoPage && scanned < 64; p = r.block(p).next, ++scanned) {
+      uint32_t have = r.block(p).pages.value;
+      if (have >= n.value && (best == kNoPage || have < r.block(best).pages.value)) best = p;
+    }
+    if (best != kNoPage) return best;
+    ++bin;
+  }
+  for (uint32_t w = bin / 64; w < kRunBinWords; ++w) {
+    uint64_t bits = bins.nonempty[w];
+    if (w == bin / 64) bits &= ~uint64_t{0} << (bin % 64);
+    if (bits) return bins.head[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))];
+  }
+  return kNoPage;
+}
+
+// Commits descriptor-table entries for pages below `pages`.
+bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
+  PageHeapState& s = r.header->page_heap;
+  if (pages <= s.table_pages) return true;
+  // Commit in steps of whole table pages: 512 page descriptors or 64 blocks.
+  uint32_t target = std::min(r.header->max_pages, (pages + 4095) & ~4095u);
+  auto commit_range = [&](uint64_t table, size_t entry, uint32_t from, uint32_t to) {
+    size_t lo = (table + from * entry) & ~(kPageSize - 1);
+    size_t hi = (table + to * entry + kPageSize - 1) & ~(kPageSize - 1);
+    return lo >= hi || source.commit(lo, hi - lo);
+  };
+  if (!commit_range(r.header->page_desc_offset, sizeof(PackedPageDesc), s.table_pages, target) ||
+      !commit_range(r.header->block_desc_offset, sizeof(BlockDesc), s.table_pages, target)) {
+    return false;
+  }
+  s.table_pages = target;
+  return true;
+}
+
+// Adds at least `n` fresh (clean) pages at the top of the region.
+bool grow(const Region& r, MemorySource& source, PageCount n) {
+  PageHeapState& s = r.header->page_heap;
+  uint32_t committed = s.committed_pages.load(std::memory_order_relaxed);
+  uint32_t room = r.header->max_pages - committed;
+  if (n.value > room) {
+    errno = ENOMEM;
+    return false;
+  }
+  uint32_t step = std::min(room, std::max({n.value, kGrowMinPages, committed / 8}));
+  if (!commit_tables(r, source, committed + step)) return false;
+  if (!source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) {
+    // Retry with exactly what is needed before giving up.
+    step = n.value;
+    if (!source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) return false;
+  }
+  PageIndex first{committed};
+  for (uint32_t i = 0; i < step; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
+  s.committed_pages.store(committed + step, std::memory_order_release);
+  run_free_coalesced(r, first, PageCount{step}, /*dirty=*/false, 0);
+  return true;
+}
+
+// Splits run `run` so that pages [run + skip, run + skip + n) are taken; the
+// rest stays free in the same state.
+void take_from_run(const Region& r, PageIndex run, PageCount skip, PageCount n) {
+  BlockDesc& b = r.block(run);
+  bool dirty = b.dirty;
+  uint32_t freed_ms = b.freed_ms;
+  PageCount total = b.pages;
+  run_remove(r, run);
+  if (skip.value > 0) run_insert(r, run, skip, dirty, freed_ms);
+  uint32_t tail = total.value - skip.value - n.value;
+  if (tail > 0) run_insert(r, run + skip + n, PageCount{tail}, dirty, freed_ms);
+}
+
+void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, uint16_t cls) {
+  PageDesc d{first.value, cls, kind, 0};
+  for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, d);
+  BlockDesc& b = r.block(first);
+  b.kind = kind;
+  b.cls = cls;
+  b.pages = n;
+  r.header->page_heap.in_use_pages += n.value;
+}
+
+PageCount align_skip(PageIndex p, PageCount align) {
+  return {(align.value - p.value % align.value) % align.value};
+}
+
+}  // namespace
+
+uint32_t region_max_pages(size_t reserved_bytes, uint32_t max_owners) {
+  // Each data page costs a page plus its two descriptors.
+  uint64_t per_page = kPageSize + sizeof(PackedPageDesc) + sizeof(BlockDesc);
+  uint64_t fixed = RegionGeometry::compute(0, max_owners).data_offset + 2 * kPageSize;
+  if (reserved_bytes <= fixed) return 0;
+  uint64_t pages = (reserved_bytes - fixed) / per_page;
+  return static_cast<uint32_t>(std::min<uint64_t>(pages, UINT32_MAX - 1));
+}
+
+bool region_format(MemorySource& source, const HeapParams& params, uint32_t max_owners,
+                   uint64_t secret) {
+  uint32_t max_pages = region_max_pages(source.reserved_bytes(), max_owners);
+  RegionGeometry g = RegionGeometry::compute(max_pages, max_owners);
+  if (max_pages == 0 || g.total_bytes > source.reserved_bytes()) {
+    errno = ENOMEM;
+    return false;
+  }
+  if (!source.commit(0, g.page_desc_offset)) return false;
+  auto* h = new (source.base()) RegionHeader{};
+  h->version = kFormatVersion;
+  h->page_size = kPageSize;
+  h->max_pages = max_pages;
+  h->max_owners = max_owners;
+  h->slots_offset = g.slots_offset;
+  h->page_desc_offset = g.page_desc_offset;
+  h->block_desc_offset = g.block_desc_offset;
+  h->data_offset = g.data_offset;
+  h->secret = secret;
+  h->params = params;
+  PageHeapState& s = h->page_heap;
+  s.lru_oldest = s.lru_newest = kNoPage;
+  std::fill(std::begin(s.dirty.head), std::end(s.dirty.head), kNoPage);
+  std::fill(std::begin(s.clean.head), std::end(s.clean.head), kNoPage);
+  // The magic goes last: a region is valid only once fully formatted.
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kRegionMagic;
+  return true;
+}
+
+RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n,
+                              PageKind kind, uint16_t cls, PageCount align) {
+  if (n.value == 0) n.value = 1;
+  // Over-ask by the alignment so that an aligned start fits in any run found.
+  PageCount need{n.value + align.value - 1};
+  if (need.value < n.value) {
+    errno = ENOMEM;
+    return {};
+  }
+  PageIndex run = bins_find(r, r.header->page_heap.dirty, need);
+  if (run == kNoPage) run = bins_find(r, r.header->page_heap.clean, need);
+  if (run == kNoPage) {
+    if (!grow(r, source, need)) return {};
+    run = bins_find(r, r.header->page_heap.clean, need);
+    if (run == kNoPage) {
+      errno = ENOMEM;
+      return {};
+    }
+  }
+  bool zeroed = !r.block(run).dirty;
+  PageCount skip = align_skip(run, align);
+  take_from_run(r, run, skip, n);
+  PageIndex first = run + skip;
+  mark_in_use(r, first, n, kind, cls);
+  return {first, zeroed};
+}
+
+void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_ms) {
+  for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
+  r.header->page_heap.in_use_pages -= n.value;
+  run_free_coalesced(r, first, n, /*dirty=*/true, now_ms);
+}
+
+bool page_heap_extend(const Region& r, PageIndex first, PageCount have, PageCount want,
+                      bool* zeroed) {
+  PageIndex after = first + have;
+  if (after.value >= r.header->page_heap.committed_pages.load(std::memory_order_relaxed)) return false;
+  PageIndex run = free_run_at(r, after);
+  if (run != after) return false;
+  PageCount extra{want.value - have.value};
+  if (r.block(run).pages.value < extra.value) return false;
+  *zeroed = !r.block(run).dirty;
+  take_from_run(r, run, PageCount{0}, extra);
+  PageDesc d = r.page(first);
+  for (uint32_t i = have.value; i < want.value; ++i) r.set_page(first + PageCount{i}, d);
+  r.block(first).pages = want;
+  r.header->page_heap.in_use_pages += extra.value;
+  return true;
+}
+
+void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCount want,
+                      uint32_t now_ms) {
+  r.block(first).pages = want;
+  page_heap_free(r, first + want, PageCount{have.value - want.value}, now_ms);
+}
+
+void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pages,
+                            uint32_t decay_ms, PurgeBatch* batch) {
+  PageHeapState& s = r.header->page_heap;
+  while (batch->count < PurgeBatch::kMaxRuns && s.lru_oldest != kNoPage) {
+    PageIndex run = s.lru_oldest;
+    BlockDesc& b = r.block(run);
+    bool over_limit = s.dirty_pages > limit_pages;
+    bool too_old = static_cast<uint32_t>(now_ms - b.freed_ms) >= decay_ms;
+    if (!over_limit && !too_old) break;
+    PageCount n = b.pages;
+    run_remove(r, run);
+    mark_run_ends(r, run, n, PageKind::kPurging);
+    batch->first[batch->count] = run;
+    batch->pages[batch->count] = n;
+    ++batch->count;
+  }
+}
+
+void page_heap_finish_purge(const Region& r, const PurgeBatch& batch) {
+  PageHeapState& s = r.header->page_heap;
+  for (uint32_t i = 0; i < batch.count; ++i) {
+    mark_run_ends(r, batch.first[i], batch.pages[i], PageKind::kFree);
+    run_free_coalesced(r, batch.first[i], batch.pages[i], /*dirty=*/false, 0);
+    s.discarded_total += batch.pages[i].value;
+  }
+  s.discard_calls += batch.count;
+}
+
+}  // namespace memd::heap

@@ -1,0 +1,36 @@
+// Tunable parameters of a heap. Every boundary the Vam paper calls tunable is a
+// field here; the defaults follow the paper. A region records the parameters it
+// was created with, so all processes that map it agree.
+#pragma once
+
+#include <cstdint>
+
+namespace memd::heap {
+
+enum class DiscardMode : uint32_t {
+  kHysteresis = 0,  // keep a bounded cache of empty pages, discard the rest in ranges
+  kImmediate = 1,   // the paper's: discard every page as soon as it is empty
+  kPressure = 2,    // discard only when the system is short of memory
+  kNever = 3,       // keep everything (benchmarks of the policy itself)
+};
+
+struct HeapParams {
+  // Size boundaries (bytes). Small objects are headerless in 1-page blocks,
+  // medium ones in 4-page blocks; large ones share multi-page blocks with
+  // per-object headers; anything bigger is a run of pages of its own.
+  uint32_t small_max = 120;        // largest small object
+  uint32_t medium_max = 496;       // largest medium object
+  uint32_t large_max = 32768;      // largest large object
+  uint32_t small_block_pages = 1;
+  uint32_t medium_block_pages = 4;
+  uint32_t large_block_pages = 20;
+
+  // Discard policy (see discard_policy.h).
+  DiscardMode discard_mode = DiscardMode::kHysteresis;
+  uint32_t dirty_floor_pages = 1024;  // always allowed to keep 4 MiB of empty pages
+  uint32_t dirty_ratio_percent = 6;   // ... or this share of the pages in use
+  uint32_t dirty_decay_ms = 1000;     // empty pages older than this are discarded
+  uint32_t empty_blocks_per_class = 1;  // empty blocks a thread heap keeps per class
+};
+
+}  // namespace memd::heap

@@ -1,0 +1,78 @@
+// Frees from a thread that does not own the block, and how the owner learns of
+// them. Lock-free; works across processes because everything it touches lives
+// in the region.
+//
+//   remote free of p in block B (any thread, any process):
+//     push p on B.remote_head (CAS)
+//     if the list was empty: notify(B)
+//   notify(B):
+//     w = B.owner_word; if notified or no owner: done (someone else will tell,
+//     or the next adopter collects)
+//     CAS set the notified bit, then push B on the owner's pending stack; if
+//     the owner's slot has closed or changed generation, take the bit back.
+//   owner, on its slow paths: take the whole pending stack, clear each block's
+//     notified bit, then collect its remote list (one exchange).
+//
+// Invariant: B's notified bit is set iff B sits in exactly one pending stack
+// or one thread is about to push it there. So B.pending_next is never shared.
+// Changing owner (abandon, adopt) stores a new owner word with the bit clear;
+// the abandoning owner has closed its stack first, and the adopter collects the
+// remote list after the store, so no remote free is missed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "heap/layout.h"
+
+namespace memd::heap {
+
+inline OwnerId owner_of(uint32_t word) { return word >> 1; }
+inline uint32_t slot_of(OwnerId id) { return id & (kMaxOwnerSlots - 1); }
+inline uint32_t generation_of(OwnerId id) { return id >> kOwnerSlotBits; }
+
+// Pushes in-block offset `in_block` (whose first 4 bytes at `p` hold the link)
+// on B's remote list. Returns true if the list was empty before.
+inline bool remote_push(BlockDesc& b, char* p, uint32_t in_block) {
+  uint32_t head = b.remote_head.load(std::memory_order_relaxed);
+  do {
+    *reinterpret_cast<uint32_t*>(p) = head;
+  } while (!b.remote_head.compare_exchange_weak(head, in_block + 1, std::memory_order_seq_cst,
+                                                std::memory_order_relaxed));
+  return head == 0;
+}
+
+// Tells B's owner that B has remote frees waiting.
+void notify_owner(const Region& r, PageIndex block);
+
+// Owner side: opens slot `slot` for generation `gen` (a fresh thread heap).
+void pending_open(const Region& r, OwnerId id);
+
+// Owner side: takes every block pushed since the last call. Returns the first
+// block page + 1 (0: none); follow BlockDesc::pending_next. Each returned
+// block whose owner is `id` has had its notified bit cleared; others are
+// stale and have been dealt with.
+uint32_t pending_take(const Region& r, OwnerId id);
+
+// Owner side, at exit: closes the stack and returns what was in it (as
+// pending_take). Later notifications for `id` fail and are dropped.
+uint32_t pending_close(const Region& r, OwnerId id);
+
+// Sets B's owner (kNoOwner to abandon). Clears the notified bit.
+inline void set_owner(BlockDesc& b, OwnerId id) {
+  b.owner_word.store(id << 1, std::memory_order_seq_cst);
+}
+
+}  // namespace memd::heap
+
+namespace memd::heap {
+
+// Owner side: gives up ownership of B (to release or abandon it) if no
+// notification for B is pending or in flight. Returns false otherwise; the
+// caller retries after taking its pending stack.
+inline bool try_disown(BlockDesc& b, OwnerId id) {
+  uint32_t expected = id << 1;
+  return b.owner_word.compare_exchange_strong(expected, 0, std::memory_order_seq_cst);
+}
+
+}  // namespace memd::heap

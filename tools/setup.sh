@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package memd needs to build, test and benchmark.
+# Idempotent and non-interactive: safe to run on every `make` and in CI.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git python3 procps
+  # the service stack (daemon, client, telemetry)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev prometheus-cpp-dev prometheus
+  # persistent memory
+  libpmem-dev libpmemobj-dev
+  # tests and microbenchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # benchmark peers
+  libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
