@@ -107,6 +107,8 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
     return nullptr;
   }
   ChunkHeader* c = find_fit(search);
+  // Chunk headers and free-list links are written all over a large block, so
+  // its memory is never reported as zero.
   *zeroed = false;
   if (c == nullptr) {
     AcquiredBlock got = source.acquire(PageKind::kLarge, 0, owner);
@@ -121,7 +123,6 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
       set_check(c);
       store_state(c, kChunkFree);
       bin_insert(c);
-      *zeroed = got.zeroed;
     }
     c = find_fit(search);
     if (c == nullptr) return alloc(source, owner, size, align, zeroed);  // adopted one was too full
@@ -234,18 +235,33 @@ bool LargeHeap::collect_remote(PageIndex block) {
   return empty;
 }
 
+namespace {
+
+// Merges every run of adjacent free chunks of an unbinned block into one
+// chunk (chunks freed while the block had no owner were not merged).
+void merge_free_runs(char* base, uint32_t bytes) {
+  char* end = base + bytes;
+  for (char* at = base; at < end;) {
+    auto* c = reinterpret_cast<ChunkHeader*>(at);
+    if (load_state(c) == kChunkFree) {
+      for (char* n = at + c->size; n < end && load_state(reinterpret_cast<ChunkHeader*>(n)) == kChunkFree;
+           n = at + c->size) {
+        c->size += reinterpret_cast<ChunkHeader*>(n)->size;
+      }
+      if (at + c->size < end) reinterpret_cast<ChunkHeader*>(at + c->size)->prev_size = c->size;
+    }
+    at += c->size;
+  }
+}
+
+}  // namespace
+
 bool LargeHeap::adopt(PageIndex block) {
   char* base = region_.page_address(block);
   char* end = base + block_bytes_;
+  merge_free_runs(base, block_bytes_);
   for (auto* c = reinterpret_cast<ChunkHeader*>(base); c; c = next_chunk(c, end)) {
-    if (load_state(c) != kChunkFree) continue;
-    // Chunks freed while the block had no owner were not merged: merge now.
-    while (ChunkHeader* n = next_chunk(c, end)) {
-      if (load_state(n) != kChunkFree) break;
-      c->size += n->size;
-    }
-    if (ChunkHeader* n = next_chunk(c, end)) n->prev_size = c->size;
-    if (c->size != block_bytes_) bin_insert(c);
+    if (load_state(c) == kChunkFree && c->size != block_bytes_) bin_insert(c);
   }
   collect_remote(block);
   auto* first = reinterpret_cast<ChunkHeader*>(base);
@@ -266,12 +282,9 @@ bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
     head = *reinterpret_cast<uint32_t*>(c + 1);
     store_state(c, kChunkFree);
   }
-  for (uint32_t off = 0; off < bytes;) {
-    auto* c = reinterpret_cast<ChunkHeader*>(base + off);
-    if (load_state(c) != kChunkFree || c->size == 0) return false;
-    off += c->size;
-  }
-  return true;
+  merge_free_runs(base, bytes);
+  auto* first = reinterpret_cast<ChunkHeader*>(base);
+  return first->size == bytes && load_state(first) == kChunkFree;
 }
 
 void LargeHeap::unbin_block(PageIndex block) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace memd::heap {
@@ -139,6 +140,10 @@ void* OwnerHeap::alloc_zeroed(size_t size) {
 }
 
 void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
+  if (size > (SIZE_MAX >> 1) || align > (SIZE_MAX >> 2)) {  // rounding below must not wrap
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (align <= kChunkAlign && (align <= kGranule || size % 16 == 0 || size > classes_->medium_max())) {
     return alloc(size);
   }
@@ -250,11 +255,9 @@ void OwnerHeap::handle_pending_block(PageIndex p) {
 }
 
 void OwnerHeap::take_pending() {
-  uint32_t head = pending_take(region_, id_);
-  while (head != 0) {
+  for (uint32_t head = pending_take(region_, id_); head != 0;) {
     PageIndex p{head - 1};
-    head = region_.block(p).pending_next.load(std::memory_order_relaxed);
-    handle_pending_block(p);
+    if (pending_settle(region_, id_, p, &head)) handle_pending_block(p);
   }
 }
 
@@ -370,11 +373,9 @@ void OwnerHeap::retire_block(PageIndex p, bool empty) {
 }
 
 void OwnerHeap::abandon_all() {
-  uint32_t head = pending_close(region_, id_);
-  while (head != 0) {
-    PageIndex p{head - 1};
-    head = region_.block(p).pending_next.load(std::memory_order_relaxed);
-    // Settled: the bit is clear; the remote lists are collected below.
+  // Settle what was pending; the remote lists are collected below.
+  for (uint32_t head = pending_close(region_, id_); head != 0;) {
+    pending_settle(region_, id_, PageIndex{head - 1}, &head);
   }
   for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
     ClassList& cl = lists_[cls];

@@ -223,8 +223,11 @@ void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, u
   r.header->page_heap.in_use_pages += n.value;
 }
 
-PageCount align_skip(PageIndex p, PageCount align) {
-  return {(align.value - p.value % align.value) % align.value};
+// Pages to skip from `p` so that the address (in this process's mapping) is
+// a multiple of `align` pages.
+PageCount align_skip(const Region& r, PageIndex p, PageCount align) {
+  uint64_t page_number = (reinterpret_cast<uintptr_t>(r.data) >> kPageShift) + p.value;
+  return {static_cast<uint32_t>((align.value - page_number % align.value) % align.value)};
 }
 
 }  // namespace
@@ -288,7 +291,7 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
     }
   }
   bool zeroed = !r.block(run).dirty;
-  PageCount skip = align_skip(run, align);
+  PageCount skip = align_skip(r, run, align);
   take_from_run(r, run, skip, n);
   PageIndex first = run + skip;
   mark_in_use(r, first, n, kind, cls);

@@ -34,8 +34,8 @@ struct RunAllocation {
 };
 
 // Takes `n` pages for a block or huge object of `kind` (and class `cls`),
-// writing their descriptors. `align` > 1 asks for a first page index that is a
-// multiple of it. Grows the region when no free run fits; fails (kNoPage,
+// writing their descriptors. `align` > 1 asks for a first page whose address
+// in this process's mapping is a multiple of `align` pages. Grows the region when no free run fits; fails (kNoPage,
 // errno ENOMEM) when the reservation or the source is exhausted.
 RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n,
                               PageKind kind, uint16_t cls, PageCount align = {1});

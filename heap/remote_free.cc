@@ -23,28 +23,6 @@ bool pending_push(const Region& r, OwnerId id, PageIndex block) {
   }
 }
 
-// Clears the notified bits of the blocks in a taken list that belong to `id`;
-// drops the stale ones (their notification was meant for an earlier owner).
-uint32_t settle_taken(const Region& r, OwnerId id, uint32_t head) {
-  uint32_t mine = 0;
-  uint32_t last = 0;
-  while (head != 0 && head != kPendingClosed) {
-    BlockDesc& b = r.block(PageIndex{head - 1});
-    uint32_t next = b.pending_next.load(std::memory_order_relaxed);
-    if (owner_of(b.owner_word.load(std::memory_order_seq_cst)) == id) {
-      b.owner_word.fetch_and(~1u, std::memory_order_seq_cst);
-      b.pending_next.store(0, std::memory_order_relaxed);
-      if (last) r.block(PageIndex{last - 1}).pending_next.store(head, std::memory_order_relaxed);
-      else mine = head;
-      last = head;
-    }
-    // A stale entry carries no token: the owner change that made it stale
-    // cleared the bit, and the new owner collected the remote list.
-    head = next;
-  }
-  return mine;
-}
-
 }  // namespace
 
 void notify_owner(const Region& r, PageIndex block) {
@@ -75,14 +53,25 @@ uint32_t pending_take(const Region& r, OwnerId id) {
   uint64_t w = slot.pending.load(std::memory_order_relaxed);
   if (static_cast<uint32_t>(w) == 0) return 0;
   w = slot.pending.exchange(pending_word(generation_of(id), 0), std::memory_order_seq_cst);
-  return settle_taken(r, id, static_cast<uint32_t>(w));
+  return static_cast<uint32_t>(w);
+}
+
+bool pending_settle(const Region& r, OwnerId id, PageIndex block, uint32_t* next) {
+  BlockDesc& b = r.block(block);
+  // Read the link first: once the bit is clear, a notifier may push the block
+  // again and rewrite it.
+  *next = b.pending_next.load(std::memory_order_relaxed);
+  if (owner_of(b.owner_word.load(std::memory_order_seq_cst)) != id) return false;
+  b.owner_word.fetch_and(~1u, std::memory_order_seq_cst);
+  return true;
 }
 
 uint32_t pending_close(const Region& r, OwnerId id) {
   OwnerSlot& slot = r.slots[slot_of(id)];
   uint64_t w = slot.pending.exchange(pending_word(generation_of(id), kPendingClosed),
                                      std::memory_order_seq_cst);
-  return settle_taken(r, id, static_cast<uint32_t>(w));
+  uint32_t head = static_cast<uint32_t>(w);
+  return head == kPendingClosed ? 0 : head;
 }
 
 }  // namespace memd::heap

@@ -49,10 +49,14 @@ void notify_owner(const Region& r, PageIndex block);
 void pending_open(const Region& r, OwnerId id);
 
 // Owner side: takes every block pushed since the last call. Returns the first
-// block page + 1 (0: none); follow BlockDesc::pending_next. Each returned
-// block whose owner is `id` has had its notified bit cleared; others are
-// stale and have been dealt with.
+// block page + 1 (0: none). Walk the list with pending_settle.
 uint32_t pending_take(const Region& r, OwnerId id);
+
+// Owner side: steps through a taken list. Sets *next to the following entry
+// (page + 1, 0: end) and, if `block` is still ours, clears its notified bit
+// and returns true; a stale entry (the block changed owner, which cleared the
+// bit then) returns false and needs nothing.
+bool pending_settle(const Region& r, OwnerId id, PageIndex block, uint32_t* next);
 
 // Owner side, at exit: closes the stack and returns what was in it (as
 // pending_take). Later notifications for `id` fail and are dropped.

@@ -1,0 +1,82 @@
+"""Runs one measured process through bench_launch and collects its numbers.
+
+bench_launch (bench/launcher/) forks the program, sets LD_PRELOAD for it
+alone and reports wait4() rusage; see that file for why Python does not
+wait4() the workload itself (the kernel would charge Python's own peak RSS
+to the child).
+"""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+_KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+# What ld.so prints when LD_PRELOAD names something it cannot load; the
+# program then silently runs on glibc, which would poison the comparison.
+_PRELOAD_FAILED = "cannot be preloaded"
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    error: str | None = None
+    wall_s: float | None = None
+    maxrss_kib: int | None = None
+    minflt: int | None = None
+    majflt: int | None = None
+    utime_s: float | None = None
+    stime_s: float | None = None
+    values: dict = field(default_factory=dict)  # key=value lines from stdout
+    stdout: str = ""
+    stderr_tail: str = ""
+
+
+def _parse_pairs(text):
+    pairs = {}
+    for line in text.splitlines():
+        for key, value in _KEY_VALUE.findall(line):
+            pairs[key] = value
+    return pairs
+
+
+def run(launcher, argv, preload=None, timeout=300):
+    with tempfile.TemporaryDirectory(prefix="memd-bench-") as tmp:
+        report_path = os.path.join(tmp, "rusage")
+        cmd = [launcher] + (["--preload", preload] if preload else []) + ["--report", report_path, "--"] + argv
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)  # only bench_launch decides what the child preloads
+        # A new session lets a timeout kill the launcher and the workload together.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            return RunResult(False, f"timed out after {timeout} s", stdout=stdout, stderr_tail=stderr[-2000:])
+
+        rusage = {}
+        if os.path.exists(report_path):
+            with open(report_path) as f:
+                rusage = _parse_pairs(f.read())
+
+    result = RunResult(True, stdout=stdout, stderr_tail=stderr[-2000:], values=_parse_pairs(stdout))
+    if rusage:
+        result.wall_s = int(rusage["wall_ns"]) / 1e9
+        result.maxrss_kib = int(rusage["maxrss_kib"])
+        result.minflt = int(rusage["minflt"])
+        result.majflt = int(rusage["majflt"])
+        result.utime_s = int(rusage["utime_us"]) / 1e6
+        result.stime_s = int(rusage["stime_us"]) / 1e6
+
+    if _PRELOAD_FAILED in stderr:
+        result.ok, result.error = False, "LD_PRELOAD failed: " + stderr.strip().splitlines()[0]
+    elif proc.returncode != 0:
+        code = proc.returncode
+        how = f"killed by signal {code - 128}" if code > 128 else f"exit status {code}"
+        result.ok, result.error = False, how
+    elif not rusage:
+        result.ok, result.error = False, "bench_launch wrote no report"
+    return result

@@ -1,0 +1,149 @@
+"""Renders a results document (the same dict that is saved as JSON) as
+Markdown, so a report can always be regenerated from its JSON."""
+from .stats import fmt, geomean, mib, ratio
+from .summary import MASS_FREE_LIMIT
+
+MICRO_SIZES_LABEL = {1 << 10: "1K", 4 << 10: "4K", 16 << 10: "16K", 64 << 10: "64K", 256 << 10: "256K", 1 << 20: "1M"}
+
+
+def _table(headers, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(headers) - 1)
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    # A '|' inside a cell (error messages can hold one) would split the row.
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines
+
+
+def _header(doc):
+    s, m = doc["settings"], doc["machine"]
+    lines = [f"# memd heap benchmarks — {doc['date']}", ""]
+    if doc.get("problems"):
+        lines += ["> **PROBLEMS — these results are not trustworthy:**", ">"]
+        lines += [f"> - {p}" for p in doc["problems"]] + [""]
+    lines += [
+        f"- Command: `{doc['command']}` (in `{doc['cwd']}`)",
+        f"- Date: {doc['date']}",
+        f"- Machine: `{m['uname']}`",
+        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}, kernel {m['kernel']}",
+        f"- Compiler: {m['compiler']}",
+        "- Peers: " + ", ".join(f"{p} {v}" for p, v in doc["packages"].items()),
+        f"- memd tree: {doc['memd_revision']}",
+        f"- Settings: rounds={s['rounds']}, threads={s['threads']}, scale={s['scale']:g}, "
+        f"allocators={', '.join(s['allocators'])}",
+    ]
+    lines += [f"- **Skipped {a}**: {why}" for a, why in s["skipped"].items()]
+    return lines + [""]
+
+
+def _workload_table(doc, allocators):
+    rows = []
+    for name, w in doc["workloads"].items():
+        base = w["cells"].get("glibc", {})
+        for a in allocators:
+            c = w["cells"].get(a)
+            if c is None:
+                continue
+            if c["failed"]:
+                rows.append([name, a, f"**FAIL** ({c['error']})"] + [""] * 7)
+                continue
+            # Half the min-max range over the rounds, relative to the median: a
+            # quick read of how much of a time difference could be noise.
+            spread = ratio((c["time_max_s"] - c["time_min_s"]) / 2, c["time_s"])
+            rows.append([
+                name, a,
+                fmt(c["time_s"]), fmt(None if spread is None else spread * 100, 0, "%"),
+                fmt(ratio(c["time_s"], base.get("time_s")), suffix="×"),
+                fmt(mib(c["peak_rss_bytes"]), 1), fmt(ratio(c["peak_rss_bytes"], base.get("peak_rss_bytes")), suffix="×"),
+                fmt(mib(c["peak_live_bytes"]), 1), fmt(c["fragmentation"]),
+                f"{c['minflt'] / 1000:.0f}k",
+            ])
+    headers = ["workload", "allocator", "time (s)", "±", "× glibc", "peak RSS (MiB)", "× glibc",
+               "peak live (MiB)", "frag (RSS/live)", "minor faults"]
+    return ["## Workloads (median of rounds)", ""] + _table(headers, rows, ["---", "---"] + ["---:"] * 8) + [""]
+
+
+def _ratio_matrix(doc, allocators, key, title):
+    """Rows: workloads; columns: allocator / glibc; plus memd / mimalloc."""
+    others = [a for a in allocators if a != "glibc"]
+    with_vs = "memd" in allocators and "mimalloc" in allocators
+    headers = ["workload"] + others + (["memd / mimalloc"] if with_vs else [])
+    rows, columns = [], {h: [] for h in headers[1:]}
+    for name, w in doc["workloads"].items():
+        value = lambda a: None if w["cells"].get(a, {"failed": True})["failed"] else w["cells"][a][key]
+        row = [name]
+        for a in others:
+            r = ratio(value(a), value("glibc"))
+            columns[a].append(r)
+            row.append(fmt(r, suffix="×"))
+        if with_vs:
+            r = ratio(value("memd"), value("mimalloc"))
+            columns["memd / mimalloc"].append(r)
+            row.append(fmt(r, suffix="×"))
+        rows.append(row)
+    rows.append(["**geomean**"] + [f"**{fmt(geomean(columns[h]), suffix='×')}**" for h in headers[1:]])
+    return [f"## {title}", ""] + _table(headers, rows) + [""]
+
+
+def _mass_free_table(doc, allocators):
+    rows = []
+    for a in allocators:
+        m = doc["mass_free"].get(a)
+        if m is None:
+            continue
+        rows.append([a, fmt(mib(m["rss_after_free_bytes"]), 1), fmt(mib(m["rss_baseline_bytes"]), 1),
+                     fmt(mib(m["live_after_free_bytes"]), 1), fmt(m["rss_over_live"], suffix="×"),
+                     "yes" if m["within_limit"] else "**no**"])
+    if not rows:
+        return []
+    limit = f"{(MASS_FREE_LIMIT - 1) * 100:.0f}%"
+    headers = ["allocator", "RSS after free (MiB)", "start-up RSS (MiB)", "live (MiB)",
+               "(RSS − start-up) / live", f"within {limit}"]
+    intro = ["## Mass free: resident memory ~200 ms after freeing 95%", "",
+             f"Passes when resident memory, less the start-up baseline, is within {limit} of the live data.", ""]
+    return intro + _table(headers, rows, ["---"] + ["---:"] * 5) + [""]
+
+
+def _micro_tables(doc, allocators):
+    micro = doc.get("micro")
+    if not micro:
+        return []
+    lines = ["## Microbenchmark: ns per malloc/free pair (ratio to glibc)", ""]
+    if micro.get("error"):
+        return lines + [f"Not run: {micro['error']}", ""]
+    per = micro["by_allocator"]
+    shown = [a for a in allocators if a in per]
+    lines += [f"- {a}: **FAIL** ({per[a]['error']})" for a in shown if per[a].get("error")]
+    shown = [a for a in shown if not per[a].get("error")]
+    with_vs = "memd" in shown and "mimalloc" in shown
+    ns_of = lambda a, key: per.get(a, {}).get("ns", {}).get(key)
+    for bench, title in (("BM_pair", "malloc then free at once"), ("BM_batch", "batch: 512 mallocs, then 512 frees")):
+        sizes = sorted({int(k.split("/")[1]) for a in shown for k in per[a]["ns"] if k.startswith(bench + "/")})
+        rows = []
+        for size in sizes:
+            key = f"{bench}/{size}"
+            row = [MICRO_SIZES_LABEL.get(size, str(size))]
+            for a in shown:
+                ns = ns_of(a, key)
+                row.append(fmt(ns, 1) if a == "glibc" else
+                           f"{fmt(ns, 1)} ({fmt(ratio(ns, ns_of('glibc', key)), suffix='×')})")
+            if with_vs:
+                row.append(fmt(ratio(ns_of("memd", key), ns_of("mimalloc", key)), suffix="×"))
+            rows.append(row)
+        if rows:
+            headers = ["size"] + shown + (["memd / mimalloc"] if with_vs else [])
+            lines += [f"### {title}", ""] + _table(headers, rows) + [""]
+    return lines
+
+
+def render(doc):
+    allocators = doc["settings"]["allocators"]
+    lines = _header(doc)
+    lines += _workload_table(doc, allocators)
+    lines += _ratio_matrix(doc, allocators, "time_s", "Time relative to glibc (lower is better)")
+    lines += _ratio_matrix(doc, allocators, "peak_rss_bytes", "Peak RSS relative to glibc (lower is better)")
+    lines += _mass_free_table(doc, allocators)
+    lines += _micro_tables(doc, allocators)
+    lines += ["## Checksums", ""]
+    lines += ["**MISMATCH** — " + p for p in doc.get("checksum_problems", [])] or \
+        ["Identical under every allocator that completed."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,181 @@
+#include "heap/page_heap.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "disciplines/anonymous.h"
+#include "heap/inspect.h"
+
+namespace memd::heap {
+namespace {
+
+class PageHeapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(source_.reserve(size_t{1} << 30));
+    ASSERT_TRUE(region_format(source_, params_, 16, 0x1234567));
+    region_ = Region::attach(source_.base());
+  }
+  void ExpectConsistent() {
+    char message[256];
+    EXPECT_TRUE(region_check(region_, classes_, message, sizeof message)) << message;
+  }
+  PageIndex Alloc(uint32_t n, uint32_t align = 1) {
+    RunAllocation a = page_heap_alloc(region_, source_, PageCount{n}, PageKind::kHuge, 0, PageCount{align});
+    EXPECT_NE(a.first, kNoPage);
+    return a.first;
+  }
+  const PageHeapState& state() const { return region_.header->page_heap; }
+
+  HeapParams params_;
+  SizeClasses classes_{params_};
+  disciplines::AnonymousSource source_;
+  Region region_;
+};
+
+TEST_F(PageHeapTest, FormatsAValidEmptyRegion) {
+  EXPECT_EQ(region_.header->magic, kRegionMagic);
+  EXPECT_EQ(region_.header->version, kFormatVersion);
+  EXPECT_EQ(region_.header->page_size, kPageSize);
+  EXPECT_EQ(state().committed_pages.load(), 0u);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, AllocatesFreshZeroedPagesAndMarksDescriptors) {
+  RunAllocation a = page_heap_alloc(region_, source_, PageCount{3}, PageKind::kHuge, 0);
+  ASSERT_NE(a.first, kNoPage);
+  EXPECT_TRUE(a.zeroed);
+  for (uint32_t i = 0; i < 3; ++i) {
+    PageDesc d = region_.page(a.first + PageCount{i});
+    EXPECT_EQ(d.kind, PageKind::kHuge);
+    EXPECT_EQ(d.block, a.first.value);
+  }
+  EXPECT_EQ(state().in_use_pages, 3u);
+  char* p = region_.page_address(a.first);
+  for (size_t i = 0; i < 3 * kPageSize; ++i) ASSERT_EQ(p[i], 0);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, FreedRunsCoalesceAndAreReusedBeforeGrowing) {
+  PageIndex a = Alloc(4), b = Alloc(4), c = Alloc(4);
+  uint32_t committed = state().committed_pages.load();
+  page_heap_free(region_, a, PageCount{4}, 0);
+  page_heap_free(region_, c, PageCount{4}, 0);
+  ExpectConsistent();
+  page_heap_free(region_, b, PageCount{4}, 0);  // joins both neighbours
+  ExpectConsistent();
+  EXPECT_EQ(state().dirty_pages, 12u);
+  // A dirty run is preferred: the 12 freed pages serve a 12-page request.
+  RunAllocation again = page_heap_alloc(region_, source_, PageCount{12}, PageKind::kHuge, 0);
+  EXPECT_EQ(again.first, a);
+  EXPECT_FALSE(again.zeroed);
+  EXPECT_EQ(state().committed_pages.load(), committed);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, AlignedRunsStartOnTheAlignment) {
+  Alloc(1);
+  for (uint32_t align : {2u, 8u, 64u, 512u}) {
+    PageIndex p = Alloc(3, align);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(region_.page_address(p)) % (align * kPageSize), 0u) << align;
+    ExpectConsistent();
+  }
+}
+
+TEST_F(PageHeapTest, ExtendsInPlaceIntoAFreeSuccessorAndShrinks) {
+  PageIndex a = Alloc(2), b = Alloc(6);
+  Alloc(1);
+  page_heap_free(region_, b, PageCount{6}, 0);
+  bool zeroed = true;
+  EXPECT_TRUE(page_heap_extend(region_, a, PageCount{2}, PageCount{5}, &zeroed));
+  EXPECT_FALSE(zeroed);
+  EXPECT_EQ(region_.block(a).pages.value, 5u);
+  ExpectConsistent();
+  EXPECT_FALSE(page_heap_extend(region_, a, PageCount{5}, PageCount{10}, &zeroed));
+  page_heap_shrink(region_, a, PageCount{5}, PageCount{1}, 0);
+  EXPECT_EQ(region_.block(a).pages.value, 1u);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, PurgeTakesOldestDirtyRunsAboveTheLimitAndReturnsThemClean) {
+  std::vector<PageIndex> runs;
+  for (int i = 0; i < 8; ++i) runs.push_back(Alloc(4));
+  Alloc(1);  // keeps the last run from joining the clean top
+  for (int i = 0; i < 8; i += 2) page_heap_free(region_, runs[i], PageCount{4}, 100 + i);
+  EXPECT_EQ(state().dirty_pages, 16u);
+  PurgeBatch batch;
+  page_heap_select_purge(region_, 110, /*limit_pages=*/8, /*decay_ms=*/1000, &batch);
+  ASSERT_EQ(batch.count, 2u);
+  EXPECT_EQ(batch.first[0], runs[0]);  // oldest first
+  EXPECT_EQ(batch.first[1], runs[2]);
+  EXPECT_EQ(state().dirty_pages, 8u);
+  ExpectConsistent();
+  for (uint32_t i = 0; i < batch.count; ++i) {
+    ASSERT_TRUE(source_.discard(data_offset_of(region_, batch.first[i]), batch.pages[i].bytes()));
+  }
+  page_heap_finish_purge(region_, batch);
+  ExpectConsistent();
+  EXPECT_EQ(state().discard_calls, 2u);
+  // Decay: everything older than 5 ms at t=200 goes, whatever the limit.
+  PurgeBatch decayed;
+  page_heap_select_purge(region_, 200, 1000, 5, &decayed);
+  EXPECT_EQ(decayed.count, 2u);
+  page_heap_finish_purge(region_, decayed);
+  EXPECT_EQ(state().dirty_pages, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, DiscardedPagesReadAsZeroWhenReused) {
+  PageIndex a = Alloc(2);
+  Alloc(1);
+  std::memset(region_.page_address(a), 0x5a, 2 * kPageSize);
+  page_heap_free(region_, a, PageCount{2}, 0);
+  PurgeBatch batch;
+  page_heap_select_purge(region_, 0, 0, 0, &batch);
+  ASSERT_EQ(batch.count, 1u);
+  ASSERT_TRUE(source_.discard(data_offset_of(region_, batch.first[0]), batch.pages[0].bytes()));
+  page_heap_finish_purge(region_, batch);
+  RunAllocation again = page_heap_alloc(region_, source_, PageCount{2}, PageKind::kHuge, 0);
+  EXPECT_TRUE(again.zeroed);
+  for (size_t i = 0; i < 2 * kPageSize; ++i) ASSERT_EQ(region_.page_address(again.first)[i], 0);
+}
+
+TEST_F(PageHeapTest, FailsWithEnomemPastTheReservation) {
+  errno = 0;
+  RunAllocation a = page_heap_alloc(region_, source_, PageCount{region_.header->max_pages + 1},
+                                    PageKind::kHuge, 0);
+  EXPECT_EQ(a.first, kNoPage);
+  EXPECT_EQ(errno, ENOMEM);
+  ExpectConsistent();
+}
+
+TEST_F(PageHeapTest, RandomAllocFreeKeepsEveryInvariant) {
+  std::mt19937 rng(7);
+  std::vector<std::pair<PageIndex, uint32_t>> live;
+  for (int step = 0; step < 4000; ++step) {
+    if (live.empty() || rng() % 3 != 0) {
+      uint32_t n = 1 + rng() % (rng() % 8 == 0 ? 300 : 9);
+      uint32_t align = rng() % 10 == 0 ? 16 : 1;
+      live.push_back({Alloc(n, align), n});
+    } else {
+      size_t i = rng() % live.size();
+      page_heap_free(region_, live[i].first, PageCount{live[i].second}, step);
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (step % 97 == 0) {
+      PurgeBatch batch;
+      page_heap_select_purge(region_, step, 64, 1000, &batch);
+      page_heap_finish_purge(region_, batch);
+    }
+    if (step % 50 == 0) ExpectConsistent();
+  }
+  ExpectConsistent();
+}
+
+}  // namespace
+}  // namespace memd::heap
