@@ -244,10 +244,43 @@ bool Arena::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
 
 // --- discard policy ---
 
-uint32_t Arena::purge_limit_pages() const {
+uint32_t Arena::purge_limit_pages(uint32_t now) {
   const heap::HeapParams& p = region_.header->params;
-  uint64_t share = uint64_t{region_.header->page_heap.in_use_pages} * p.dirty_ratio_percent / 100;
-  return static_cast<uint32_t>(std::max<uint64_t>(p.dirty_floor_pages, share));
+  heap::PageHeapState& s = region_.header->page_heap;
+  // Forget refaults gradually: halve the count every 250 ms.
+  uint32_t halvings = (now - refault_decayed_ms_) / 250;
+  if (halvings > 0) {
+    s.refault_pages = halvings >= 32 ? 0 : s.refault_pages >> halvings;
+    refault_decayed_ms_ = now;
+  }
+  uint64_t share = uint64_t{s.in_use_pages} * p.dirty_ratio_percent / 100;
+  uint64_t learned = std::min(s.refault_pages, p.dirty_max_pages);
+  return static_cast<uint32_t>(std::max<uint64_t>({p.dirty_floor_pages, share, learned}));
+}
+
+void Arena::discard_runs(const heap::PurgeBatch& batch) {
+  for (uint32_t i = 0; i < batch.count; ++i) {
+    source_.discard(heap::data_offset_of(region_, batch.first[i]), batch.pages[i].bytes());
+  }
+}
+
+void Arena::finish_purge_locked(heap::PurgeBatch* batch) {
+  heap::page_heap_finish_purge(region_, batch);
+  // The descriptors of a free run's inner pages are never read: give back
+  // the table pages they fill, so metadata follows live data too. Under the
+  // lock, since the merged runs are allocatable again.
+  const heap::RegionHeader& h = *region_.header;
+  for (uint32_t i = 0; i < batch->count; ++i) {
+    uint32_t first = batch->first[i].value, n = batch->pages[i].value;
+    if (n < 3) continue;
+    auto discard_inner = [&](uint64_t table, size_t entry) {
+      size_t lo = (table + (first + 1) * entry + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
+      size_t hi = (table + (first + n - 1) * entry) & ~(heap::kPageSize - 1);
+      if (lo < hi) source_.discard(lo, hi - lo);
+    };
+    discard_inner(h.page_desc_offset, sizeof(heap::PackedPageDesc));
+    discard_inner(h.block_desc_offset, sizeof(heap::BlockDesc));
+  }
 }
 
 bool Arena::under_memory_pressure(uint32_t now) {
@@ -277,7 +310,7 @@ void Arena::maybe_purge_locked_then_unlock(uint32_t now) {
       }
       break;
     case heap::DiscardMode::kHysteresis:
-      limit = purge_limit_pages();
+      limit = purge_limit_pages(now);
       decay = p.dirty_decay_ms;
       break;
   }
@@ -285,11 +318,9 @@ void Arena::maybe_purge_locked_then_unlock(uint32_t now) {
   heap::page_heap_select_purge(region_, now, limit, decay, &batch);
   unlock();
   if (batch.count == 0) return;
-  for (uint32_t i = 0; i < batch.count; ++i) {
-    source_.discard(heap::data_offset_of(region_, batch.first[i]), batch.pages[i].bytes());
-  }
+  discard_runs(batch);
   lock();
-  heap::page_heap_finish_purge(region_, batch);
+  finish_purge_locked(&batch);
   unlock();
 }
 
@@ -300,11 +331,9 @@ void Arena::purge_all() {
     heap::page_heap_select_purge(region_, now_ms(), 0, 0, &batch);
     unlock();
     if (batch.count == 0) return;
-    for (uint32_t i = 0; i < batch.count; ++i) {
-      source_.discard(heap::data_offset_of(region_, batch.first[i]), batch.pages[i].bytes());
-    }
+    discard_runs(batch);
     lock();
-    heap::page_heap_finish_purge(region_, batch);
+    finish_purge_locked(&batch);
     unlock();
   }
 }

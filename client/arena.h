@@ -82,7 +82,9 @@ class Arena final : public heap::BlockSource {
   void maybe_purge_locked_then_unlock(uint32_t now_ms);
   void sweep_abandoned_locked(uint32_t now_ms);
   void sweep_if_hinted_locked(uint32_t now_ms);
-  uint32_t purge_limit_pages() const;
+  uint32_t purge_limit_pages(uint32_t now_ms);
+  void discard_runs(const heap::PurgeBatch& batch);
+  void finish_purge_locked(heap::PurgeBatch* batch);
   bool under_memory_pressure(uint32_t now_ms);
   heap::OwnerHeap* owner_heap(uint32_t slot) const { return owner_heaps_ + slot; }
   heap::PageIndex* abandoned_list(heap::PageKind kind, uint16_t cls);
@@ -99,6 +101,7 @@ class Arena final : public heap::BlockSource {
   std::atomic<uint32_t> abandoned_count_{0};
   uint32_t swept_hint_ = 0;  // abandoned_frees at the last sweep
   uint32_t last_pressure_check_ms_ = 0;
+  uint32_t refault_decayed_ms_ = 0;
   bool pressure_ = false;
 };
 

@@ -10,8 +10,9 @@ constexpr Option kOptions[] = {
     {"MEMD_RESERVE_GB", "64", "address space reserved for the process heap (GiB); memory is committed as used"},
     {"MEMD_MAX_THREADS", "4096", "threads that may hold a thread heap at once"},
     {"MEMD_DISCARD", "hysteresis", "when empty pages go back to the system: hysteresis, immediate, pressure, never"},
-    {"MEMD_DIRTY_FLOOR_MB", "4", "empty memory always kept for reuse before discarding (MiB)"},
+    {"MEMD_DIRTY_FLOOR_MB", "1", "empty memory always kept for reuse before discarding (MiB)"},
     {"MEMD_DIRTY_RATIO", "6", "... or this percentage of the memory in use, if larger"},
+    {"MEMD_DIRTY_MAX_MB", "64", "... or up to this much when discarded memory keeps being refaulted"},
     {"MEMD_DIRTY_DECAY_MS", "1000", "empty pages unused this long are discarded"},
     {"MEMD_SMALL_MAX", "120", "largest small object (1-page blocks)"},
     {"MEMD_MEDIUM_MAX", "496", "largest medium object (4-page blocks)"},
@@ -50,6 +51,7 @@ ArenaOptions process_arena_options() {
   else if (std::strcmp(mode, "never") == 0) o.params.discard_mode = heap::DiscardMode::kNever;
   o.params.dirty_floor_pages = static_cast<uint32_t>(number("MEMD_DIRTY_FLOOR_MB") * 256);
   o.params.dirty_ratio_percent = static_cast<uint32_t>(number("MEMD_DIRTY_RATIO"));
+  o.params.dirty_max_pages = static_cast<uint32_t>(number("MEMD_DIRTY_MAX_MB") * 256);
   o.params.dirty_decay_ms = static_cast<uint32_t>(number("MEMD_DIRTY_DECAY_MS"));
   o.params.small_max = static_cast<uint32_t>(number("MEMD_SMALL_MAX"));
   o.params.medium_max = static_cast<uint32_t>(number("MEMD_MEDIUM_MAX"));

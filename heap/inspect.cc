@@ -185,17 +185,21 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
       case PageKind::kPurging: {
         bool purging = d.kind == PageKind::kPurging;
         if (last.kind != d.kind) return fail(message, size, p, "free run's ends disagree");
+        // Inner descriptors of a discarded run may have been given back
+        // with its pages (they then read as zero: kUncommitted).
         for (uint32_t k = 1; k + 1 < n; ++k) {
-          if (r.page(p + PageCount{k}).kind != PageKind::kFree) {
+          PageKind inner = r.page(p + PageCount{k}).kind;
+          if (inner != PageKind::kFree && inner != PageKind::kUncommitted) {
             return fail(message, size, p, "page inside a free run is not free");
           }
         }
-        if (!purging && prev_free && prev_dirty == static_cast<bool>(b.dirty)) {
+        bool dirty_run = b.run_state == kRunDirty;
+        if (!purging && prev_free && prev_dirty == dirty_run) {
           return fail(message, size, p, "two free runs of the same state side by side (missed coalescing)");
         }
-        if (!purging) (b.dirty ? dirty : clean) += n;
+        if (!purging) (dirty_run ? dirty : clean) += n;
         prev_free = !purging;
-        prev_dirty = b.dirty;
+        prev_dirty = dirty_run;
         i += n;
         continue;
       }

@@ -34,6 +34,7 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   max_binned_ = round_up(large_max, kChunkAlign) + sizeof(ChunkHeader);
   std::fill(std::begin(head_), std::end(head_), kNoOffset);
   std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
+  summary_ = 0;
 }
 
 uint32_t LargeHeap::bin_of(uint32_t chunk_size) const {
@@ -58,6 +59,7 @@ void LargeHeap::bin_insert(ChunkHeader* c) {
   if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = offset_of(c);
   head_[bin] = offset_of(c);
   nonempty_[bin / 64] |= uint64_t{1} << (bin % 64);
+  summary_ |= uint64_t{1} << (bin / 64);
 }
 
 void LargeHeap::bin_remove(ChunkHeader* c) {
@@ -66,22 +68,28 @@ void LargeHeap::bin_remove(ChunkHeader* c) {
   if (l.prev != kNoOffset) links_of(chunk_at(l.prev)).next = l.next;
   else head_[bin] = l.next;
   if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = l.prev;
-  if (head_[bin] == kNoOffset) nonempty_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
+  if (head_[bin] == kNoOffset) {
+    nonempty_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
+    if (nonempty_[bin / 64] == 0) summary_ &= ~(uint64_t{1} << (bin / 64));
+  }
 }
 
 ChunkHeader* LargeHeap::find_fit(uint32_t need) {
   uint32_t bin = bin_of(need);
-  for (uint32_t w = bin / 64; w < kBinWords; ++w) {
-    uint64_t bits = nonempty_[w];
-    if (w == bin / 64) bits &= ~uint64_t{0} << (bin % 64);
-    while (bits) {
-      uint32_t b = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
-      bits &= bits - 1;
-      if (b < kBins - 1) return chunk_at(head_[b]);  // exact bin: every chunk fits
-      for (Offset o = head_[b]; o != kNoOffset; o = links_of(chunk_at(o)).next) {
-        if (chunk_at(o)->size >= need) return chunk_at(o);
-      }
-    }
+  // The first nonempty bin at or above `bin`: its word, then the summary.
+  uint32_t w = bin / 64;
+  uint64_t bits = nonempty_[w] & (~uint64_t{0} << (bin % 64));
+  while (bits == 0) {
+    uint64_t words = w + 1 < 64 ? summary_ & (~uint64_t{0} << (w + 1)) : 0;
+    if (words == 0) return nullptr;
+    w = static_cast<uint32_t>(__builtin_ctzll(words));
+    bits = nonempty_[w];
+  }
+  uint32_t b = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+  if (b < kBins - 1) return chunk_at(head_[b]);  // exact bin: every chunk fits
+  // The last bin holds chunks of any size beyond the largest large object.
+  for (Offset o = head_[b]; o != kNoOffset; o = links_of(chunk_at(o)).next) {
+    if (chunk_at(o)->size >= need) return chunk_at(o);
   }
   return nullptr;
 }

@@ -87,6 +87,7 @@ class LargeHeap {
  private:
   static constexpr uint32_t kBins = 2051;
   static constexpr uint32_t kBinWords = (kBins + 63) / 64;
+  static_assert(kBinWords <= 64, "the summary word covers every bin word");
 
   uint32_t bin_of(uint32_t chunk_size) const;
   ChunkHeader* chunk_at(Offset off) const { return reinterpret_cast<ChunkHeader*>(region_.data + off); }
@@ -111,7 +112,8 @@ class LargeHeap {
   uint32_t min_chunk_ = 0;
   uint32_t max_binned_ = 0;
   Offset head_[kBins];
-  uint64_t nonempty_[kBinWords];
+  uint64_t nonempty_[kBinWords];  // bit per bin: has chunks
+  uint64_t summary_ = 0;          // bit per word of nonempty_: has a set bit
 };
 
 }  // namespace memd::heap

@@ -52,6 +52,13 @@ struct PageDesc {
 using PackedPageDesc = std::atomic<uint64_t>;
 static_assert(sizeof(PackedPageDesc) == 8);
 
+// The state of a free run's pages.
+enum RunState : uint8_t {
+  kRunFresh = 0,      // never used since committed: zero, not resident
+  kRunDirty = 1,      // freed, may be resident: reuse costs no page faults
+  kRunDiscarded = 2,  // given back to the system: zero; reuse refaults
+};
+
 // Block flags (owner-written).
 inline constexpr uint8_t kBlockFull = 1;       // on the owner's full list
 inline constexpr uint8_t kBlockFreshBump = 2;  // memory past `bump` reads as zero
@@ -75,7 +82,7 @@ struct alignas(64) BlockDesc {
   PageIndex lru_prev;  // free runs: links in the dirty (not yet discarded) list
   PageIndex lru_next;
   uint32_t freed_ms;   // free runs: when it became free (monotonic ms, wraps)
-  uint8_t dirty;       // free runs: 1 if its pages may be resident
+  uint8_t run_state;   // free runs: a RunState
   uint8_t pad[3];
   // --- written by any thread of any process ---
   std::atomic<uint32_t> remote_head;  // in-block offset + 1 of remotely freed objects
@@ -121,7 +128,7 @@ struct PageHeapState {
   uint32_t discarded_pages;   // free pages given back to the system (zero)
   PageIndex lru_oldest;       // dirty runs, oldest first
   PageIndex lru_newest;
-  uint32_t pad;
+  uint32_t refault_pages;     // discarded pages handed out again (decayed by the policy)
   uint64_t discard_calls;     // discard (madvise/punch) calls made
   uint64_t discarded_total;   // pages discarded since creation
   RunBins dirty;

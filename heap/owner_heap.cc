@@ -10,6 +10,9 @@
 namespace memd::heap {
 namespace {
 
+// The largest object a page run can describe; beyond, pages_for would wrap.
+constexpr size_t kMaxHugeBytes = size_t{UINT32_MAX - 1} << kPageShift;
+
 // The current block of a class with no block yet: always "full", so the
 // first allocation takes the slow path. Never written.
 BlockDesc empty_block{};
@@ -54,18 +57,24 @@ void OwnerHeap::list_remove(PageIndex* head, PageIndex p) {
 }
 
 void OwnerHeap::refresh_cur(ClassList& cl) {
+  BlockDesc* old = cl.cur;
   if (cl.avail == kNoPage) {
     cl.cur = &empty_block;
     cl.cur_base = nullptr;
-    return;
+  } else {
+    BlockDesc& b = region_.block(cl.avail);
+    if (b.flags & kBlockCached) {
+      b.flags &= ~kBlockCached;
+      --cl.empty_kept;
+    }
+    cl.cur = &b;
+    cl.cur_base = region_.page_address(cl.avail);
   }
-  BlockDesc& b = region_.block(cl.avail);
-  if (b.flags & kBlockCached) {
-    b.flags &= ~kBlockCached;
-    --cl.empty_kept;
+  // The current block is kept even when empty; once another block takes its
+  // place (a full block freed into moves to the front), it is empty like any.
+  if (old != cl.cur && old != &empty_block && old->used == 0 && !(old->flags & kBlockFull)) {
+    handle_empty(cl, *old);
   }
-  cl.cur = &b;
-  cl.cur_base = region_.page_address(cl.avail);
 }
 
 // --- allocation ---
@@ -109,11 +118,11 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
     p = large_.alloc(*source_, id_, size, align, &fresh);
     if (p != nullptr && locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
   } else {
-    PageCount pages = pages_for(size);
-    if (pages.value == 0 || size > size_t{UINT32_MAX} * kPageSize) {
+    if (size > kMaxHugeBytes) {
       errno = ENOMEM;
       return nullptr;
     }
+    PageCount pages = pages_for(size);
     PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
     AcquiredBlock got = source_->acquire_huge(pages, align_pages);
     p = got.first == kNoPage ? nullptr : region_.page_address(got.first);
@@ -312,7 +321,7 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
              owner_of(region_.block(at.block).owner_word.load(std::memory_order_relaxed)) == id_ &&
              large_.resize_in_place(at.block, p, size);
     case PageKind::kHuge: {
-      if (size <= classes_->large_max() || at.in_block != 0) return false;
+      if (size <= classes_->large_max() || at.in_block != 0 || size > kMaxHugeBytes) return false;
       bool zeroed = false;
       PageCount want = pages_for(size);
       return want == region_.block(at.block).pages || source_->resize_huge(at.block, want, &zeroed);

@@ -16,8 +16,10 @@ uint32_t bin_of(PageCount n) {
   return kExactRunBins + (log2 - 7);
 }
 
-RunBins& bins_for(const Region& r, bool dirty) {
-  return dirty ? r.header->page_heap.dirty : r.header->page_heap.clean;
+bool is_dirty(uint8_t state) { return state == kRunDirty; }
+
+RunBins& bins_for(const Region& r, uint8_t state) {
+  return is_dirty(state) ? r.header->page_heap.dirty : r.header->page_heap.clean;
 }
 
 void set_bin_bit(RunBins& bins, uint32_t bin, bool on) {
@@ -30,7 +32,7 @@ void set_bin_bit(RunBins& bins, uint32_t bin, bool on) {
 
 void bin_insert(const Region& r, PageIndex run) {
   BlockDesc& b = r.block(run);
-  RunBins& bins = bins_for(r, b.dirty);
+  RunBins& bins = bins_for(r, b.run_state);
   uint32_t bin = bin_of(b.pages);
   b.prev = kNoPage;
   b.next = bins.head[bin];
@@ -41,7 +43,7 @@ void bin_insert(const Region& r, PageIndex run) {
 
 void bin_remove(const Region& r, PageIndex run) {
   BlockDesc& b = r.block(run);
-  RunBins& bins = bins_for(r, b.dirty);
+  RunBins& bins = bins_for(r, b.run_state);
   uint32_t bin = bin_of(b.pages);
   if (b.prev != kNoPage) r.block(b.prev).next = b.next;
   else bins.head[bin] = b.next;
@@ -78,15 +80,15 @@ void mark_run_ends(const Region& r, PageIndex first, PageCount n, PageKind kind)
 }
 
 // Records a free run (not coalesced) in the bins and, if dirty, the LRU.
-void run_insert(const Region& r, PageIndex first, PageCount n, bool dirty, uint32_t freed_ms) {
+void run_insert(const Region& r, PageIndex first, PageCount n, uint8_t state, uint32_t freed_ms) {
   BlockDesc& b = r.block(first);
   b.kind = PageKind::kFree;
   b.pages = n;
-  b.dirty = dirty;
+  b.run_state = state;
   b.freed_ms = freed_ms;
   mark_run_ends(r, first, n, PageKind::kFree);
   bin_insert(r, first);
-  if (dirty) {
+  if (is_dirty(state)) {
     lru_push_newest(r, first);
     r.header->page_heap.dirty_pages += n.value;
   } else {
@@ -97,7 +99,7 @@ void run_insert(const Region& r, PageIndex first, PageCount n, bool dirty, uint3
 void run_remove(const Region& r, PageIndex first) {
   BlockDesc& b = r.block(first);
   bin_remove(r, first);
-  if (b.dirty) {
+  if (is_dirty(b.run_state)) {
     lru_remove(r, first);
     r.header->page_heap.dirty_pages -= b.pages.value;
   } else {
@@ -112,14 +114,20 @@ PageIndex free_run_at(const Region& r, PageIndex p) {
   return d.kind == PageKind::kFree ? PageIndex{d.block} : kNoPage;
 }
 
-// Inserts [first, first + n) as a free run of state `dirty`, merging with
-// free neighbours of the same state. REQUIRES: its pages are marked kFree.
-void run_free_coalesced(const Region& r, PageIndex first, PageCount n, bool dirty,
-                        uint32_t now_ms) {
+// Clean runs merge whatever their history; the result counts as discarded if
+// any part was (so that reusing it counts as refaulting).
+uint8_t merged_state(uint8_t a, uint8_t b) { return a > b ? a : b; }
+
+// Inserts [first, first + n) as a free run of `state`, merging with free
+// neighbours that are dirty alike; returns the start of the merged run.
+// REQUIRES: its pages are marked kFree.
+PageIndex run_free_coalesced(const Region& r, PageIndex first, PageCount n, uint8_t state,
+                             uint32_t now_ms) {
   uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_relaxed);
   if (first.value > 0) {
     PageIndex left = free_run_at(r, PageIndex{first.value - 1});
-    if (left != kNoPage && r.block(left).dirty == dirty) {
+    if (left != kNoPage && is_dirty(r.block(left).run_state) == is_dirty(state)) {
+      state = merged_state(state, r.block(left).run_state);
       n.value += r.block(left).pages.value;
       run_remove(r, left);
       first = left;
@@ -128,12 +136,14 @@ void run_free_coalesced(const Region& r, PageIndex first, PageCount n, bool dirt
   PageIndex after = first + n;
   if (after.value < committed) {
     PageIndex right = free_run_at(r, after);
-    if (right == after && r.block(right).dirty == dirty) {
+    if (right == after && is_dirty(r.block(right).run_state) == is_dirty(state)) {
+      state = merged_state(state, r.block(right).run_state);
       n.value += r.block(right).pages.value;
       run_remove(r, right);
     }
   }
-  run_insert(r, first, n, dirty, now_ms);
+  run_insert(r, first, n, state, now_ms);
+  return first;
 }
 
 // Best fit among runs of `bins`: the first nonempty exact bin at or above
@@ -196,7 +206,7 @@ bool grow(const Region& r, MemorySource& source, PageCount n) {
   PageIndex first{committed};
   for (uint32_t i = 0; i < step; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
   s.committed_pages.store(committed + step, std::memory_order_release);
-  run_free_coalesced(r, first, PageCount{step}, /*dirty=*/false, 0);
+  run_free_coalesced(r, first, PageCount{step}, kRunFresh, 0);
   return true;
 }
 
@@ -204,13 +214,14 @@ bool grow(const Region& r, MemorySource& source, PageCount n) {
 // rest stays free in the same state.
 void take_from_run(const Region& r, PageIndex run, PageCount skip, PageCount n) {
   BlockDesc& b = r.block(run);
-  bool dirty = b.dirty;
+  uint8_t state = b.run_state;
   uint32_t freed_ms = b.freed_ms;
   PageCount total = b.pages;
   run_remove(r, run);
-  if (skip.value > 0) run_insert(r, run, skip, dirty, freed_ms);
+  if (state == kRunDiscarded) r.header->page_heap.refault_pages += n.value;
+  if (skip.value > 0) run_insert(r, run, skip, state, freed_ms);
   uint32_t tail = total.value - skip.value - n.value;
-  if (tail > 0) run_insert(r, run + skip + n, PageCount{tail}, dirty, freed_ms);
+  if (tail > 0) run_insert(r, run + skip + n, PageCount{tail}, state, freed_ms);
 }
 
 void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, uint16_t cls) {
@@ -290,7 +301,7 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
       return {};
     }
   }
-  bool zeroed = !r.block(run).dirty;
+  bool zeroed = !is_dirty(r.block(run).run_state);
   PageCount skip = align_skip(r, run, align);
   take_from_run(r, run, skip, n);
   PageIndex first = run + skip;
@@ -301,7 +312,7 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
 void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_ms) {
   for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
   r.header->page_heap.in_use_pages -= n.value;
-  run_free_coalesced(r, first, n, /*dirty=*/true, now_ms);
+  run_free_coalesced(r, first, n, kRunDirty, now_ms);
 }
 
 bool page_heap_extend(const Region& r, PageIndex first, PageCount have, PageCount want,
@@ -312,7 +323,7 @@ bool page_heap_extend(const Region& r, PageIndex first, PageCount have, PageCoun
   if (run != after) return false;
   PageCount extra{want.value - have.value};
   if (r.block(run).pages.value < extra.value) return false;
-  *zeroed = !r.block(run).dirty;
+  *zeroed = !is_dirty(r.block(run).run_state);
   take_from_run(r, run, PageCount{0}, extra);
   PageDesc d = r.page(first);
   for (uint32_t i = have.value; i < want.value; ++i) r.set_page(first + PageCount{i}, d);
@@ -345,14 +356,16 @@ void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pag
   }
 }
 
-void page_heap_finish_purge(const Region& r, const PurgeBatch& batch) {
+void page_heap_finish_purge(const Region& r, PurgeBatch* batch) {
   PageHeapState& s = r.header->page_heap;
-  for (uint32_t i = 0; i < batch.count; ++i) {
-    mark_run_ends(r, batch.first[i], batch.pages[i], PageKind::kFree);
-    run_free_coalesced(r, batch.first[i], batch.pages[i], /*dirty=*/false, 0);
-    s.discarded_total += batch.pages[i].value;
+  for (uint32_t i = 0; i < batch->count; ++i) {
+    mark_run_ends(r, batch->first[i], batch->pages[i], PageKind::kFree);
+    s.discarded_total += batch->pages[i].value;
+    PageIndex merged = run_free_coalesced(r, batch->first[i], batch->pages[i], kRunDiscarded, 0);
+    batch->first[i] = merged;
+    batch->pages[i] = r.block(merged).pages;
   }
-  s.discard_calls += batch.count;
+  s.discard_calls += batch->count;
 }
 
 }  // namespace memd::heap

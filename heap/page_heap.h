@@ -67,8 +67,9 @@ struct PurgeBatch {
 void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pages,
                             uint32_t decay_ms, PurgeBatch* batch);
 
-// Returns discarded runs to the heap as clean runs.
-void page_heap_finish_purge(const Region& r, const PurgeBatch& batch);
+// Returns discarded runs to the heap as clean runs. Each batch entry is
+// updated to the run it became part of after coalescing.
+void page_heap_finish_purge(const Region& r, PurgeBatch* batch);
 
 // Bytes of `source` offsets for a data run (for discard and persist calls).
 inline size_t data_offset_of(const Region& r, PageIndex p) {

@@ -305,8 +305,35 @@ TEST_F(HeapTest, HysteresisKeepsAFewEmptyPagesForReuse) {
   std::memset(p, 1, 1 << 20);
   heap_->free(p);
   HeapStats s = heap_->stat();
-  EXPECT_EQ(s.pages_dirty, 256u);  // under the 4 MiB floor: kept
+  EXPECT_EQ(s.pages_dirty, 256u);  // within the 1 MiB floor: kept
   EXPECT_EQ(heap_->alloc(1 << 20), p);  // and reused without a fault storm
+}
+
+TEST_F(HeapTest, AHeapThatRefaultsWhatItDiscardedLearnsToKeepIt) {
+  // 8 MiB buffers: above the floor, so the first ones are discarded when
+  // freed; reusing them refaults, and the policy then keeps them.
+  auto round = [&] {
+    void* p = heap_->alloc(8 << 20);
+    std::memset(p, 1, 8 << 20);
+    heap_->free(p);
+  };
+  for (int i = 0; i < 5; ++i) round();
+  size_t discarded = heap_->stat().pages_discarded_total;
+  EXPECT_GT(discarded, 0u);
+  for (int i = 0; i < 20; ++i) round();
+  EXPECT_EQ(heap_->stat().pages_discarded_total, discarded);
+  EXPECT_EQ(heap_->stat().pages_dirty, 2048u);
+}
+
+TEST_F(HeapTest, DiscardedRunsGiveTheirDescriptorPagesBackAndStayConsistent) {
+  std::vector<void*> v;
+  for (int i = 0; i < 100000; ++i) v.push_back(heap_->alloc(32));
+  for (void* p : v) heap_->free(p);
+  heap_->compact();
+  ExpectConsistent();  // inner descriptors of discarded runs read as zero
+  for (int i = 0; i < 100000; ++i) v[i] = heap_->alloc(32);
+  ExpectConsistent();
+  for (void* p : v) heap_->free(p);
 }
 
 }  // namespace

@@ -117,14 +117,14 @@ TEST_F(PageHeapTest, PurgeTakesOldestDirtyRunsAboveTheLimitAndReturnsThemClean) 
   for (uint32_t i = 0; i < batch.count; ++i) {
     ASSERT_TRUE(source_.discard(data_offset_of(region_, batch.first[i]), batch.pages[i].bytes()));
   }
-  page_heap_finish_purge(region_, batch);
+  page_heap_finish_purge(region_, &batch);
   ExpectConsistent();
   EXPECT_EQ(state().discard_calls, 2u);
   // Decay: everything older than 5 ms at t=200 goes, whatever the limit.
   PurgeBatch decayed;
   page_heap_select_purge(region_, 200, 1000, 5, &decayed);
   EXPECT_EQ(decayed.count, 2u);
-  page_heap_finish_purge(region_, decayed);
+  page_heap_finish_purge(region_, &decayed);
   EXPECT_EQ(state().dirty_pages, 0u);
   ExpectConsistent();
 }
@@ -138,7 +138,7 @@ TEST_F(PageHeapTest, DiscardedPagesReadAsZeroWhenReused) {
   page_heap_select_purge(region_, 0, 0, 0, &batch);
   ASSERT_EQ(batch.count, 1u);
   ASSERT_TRUE(source_.discard(data_offset_of(region_, batch.first[0]), batch.pages[0].bytes()));
-  page_heap_finish_purge(region_, batch);
+  page_heap_finish_purge(region_, &batch);
   RunAllocation again = page_heap_alloc(region_, source_, PageCount{2}, PageKind::kHuge, 0);
   EXPECT_TRUE(again.zeroed);
   for (size_t i = 0; i < 2 * kPageSize; ++i) ASSERT_EQ(region_.page_address(again.first)[i], 0);
@@ -170,7 +170,7 @@ TEST_F(PageHeapTest, RandomAllocFreeKeepsEveryInvariant) {
     if (step % 97 == 0) {
       PurgeBatch batch;
       page_heap_select_purge(region_, step, 64, 1000, &batch);
-      page_heap_finish_purge(region_, batch);
+      page_heap_finish_purge(region_, &batch);
     }
     if (step % 50 == 0) ExpectConsistent();
   }
