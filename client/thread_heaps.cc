@@ -7,7 +7,7 @@
 
 namespace memd::client {
 
-thread_local ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+__thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
 
 namespace {
 
@@ -40,10 +40,10 @@ void create_exit_key() { pthread_key_create(&registry.exit_key, detach_all_at_ex
 
 }  // namespace
 
-bool register_arena(Arena* arena, ArenaHandle* out) {
+bool register_arena(Arena* arena, ArenaHandle* out, bool process) {
   pthread_once(&registry.key_once, create_exit_key);
   pthread_mutex_lock(&registry.lock);
-  for (uint32_t id = 0; id < kMaxArenas; ++id) {
+  for (uint32_t id = process ? kProcessArenaId : 1; id < (process ? 1 : kMaxArenas); ++id) {
     if (registry.arenas[id] != nullptr) continue;
     registry.arenas[id] = arena;
     uint32_t gen = registry.next_generation++;

@@ -25,11 +25,17 @@ struct ThreadHeapEntry {
   heap::OwnerHeap* heap;
 };
 
-extern thread_local ThreadHeapEntry tl_thread_heaps[kMaxArenas]
-    __attribute__((tls_model("initial-exec")));
+// Plain __thread (no constructor): no TLS wrapper call on the fast path, and
+// usable from inside malloc before any constructor has run.
+extern __thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
 
-// Gives the arena an id; false (errno EMFILE) if kMaxArenas are registered.
-bool register_arena(Arena* arena, ArenaHandle* out);
+// Id 0 belongs to the process arena, which is never destroyed: the malloc
+// shim reads tl_thread_heaps[0].heap without a generation check.
+inline constexpr uint32_t kProcessArenaId = 0;
+
+// Gives the arena an id (kProcessArenaId if `process`); false (errno EMFILE)
+// if no id is free.
+bool register_arena(Arena* arena, ArenaHandle* out, bool process = false);
 // Forgets the arena; threads' entries for it become stale.
 void unregister_arena(const ArenaHandle& handle);
 

@@ -167,6 +167,7 @@ struct Region {
   PackedPageDesc* page_descs = nullptr;
   BlockDesc* blocks = nullptr;
   char* data = nullptr;
+  size_t data_bytes = 0;  // the whole reservation for data pages
 
   static Region attach(char* base);
 
@@ -182,9 +183,11 @@ struct Region {
   }
   char* page_address(PageIndex p) const { return data + (size_t{p.value} << kPageShift); }
   Offset offset_of(const void* p) const { return static_cast<const char*>(p) - data; }
+  // Whether p lies in the region's data pages. Their descriptors are always
+  // readable (the page-descriptor table is committed whole, and reads as
+  // kUncommitted where no page was ever handed out).
   bool contains(const void* p) const {
-    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(data) <
-           (size_t{header->page_heap.committed_pages.load(std::memory_order_acquire)} << kPageShift);
+    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(data) < data_bytes;
   }
 };
 

@@ -21,6 +21,10 @@ BlockDesc empty_block{};
 
 void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id) {
   region_ = r;
+  data_ = r.data;
+  page_descs_ = r.page_descs;
+  blocks_ = r.blocks;
+  medium_max_ = classes->medium_max();
   classes_ = classes;
   source_ = source;
   id_ = id;
@@ -32,6 +36,9 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
     cl.cur = &empty_block;
     cl.cur_base = nullptr;
     cl.size = cls * kGranule;
+    bool valid = cls >= classes->first_class() && cls <= classes->last_class();
+    cl.end = valid ? classes->info(cls).end : 0;
+    cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
     cl.avail = cl.full = kNoPage;
     cl.empty_kept = 0;
   }

@@ -53,7 +53,7 @@ class OwnerHeap {
 
   // Any size; nullptr with errno ENOMEM when memory runs out.
   inline void* alloc(size_t size) {
-    if (__builtin_expect(size <= classes_->medium_max(), 1)) {
+    if (__builtin_expect(size <= medium_max_, 1)) {
       return alloc_segregated(SizeClasses::class_of(size));
     }
     return alloc_big(size, 0, nullptr);
@@ -71,26 +71,31 @@ class OwnerHeap {
 
   // REQUIRES: region().contains(p).
   inline FreeStatus free(void* p) {
-    PointerInfo at = locate(p);
-    if (__builtin_expect(at.kind == PageKind::kSegregated, 1)) {
-      const ClassInfo& c = classes_->info(at.cls);
-      uint32_t idx = SizeClasses::object_index(c, at.in_block);
+    Offset off = static_cast<char*>(p) - data_;
+    PageDesc d = PageDesc::unpack(page_descs_[off >> kPageShift].load(std::memory_order_acquire));
+    if (__builtin_expect(d.kind == PageKind::kSegregated, 1)) {
+      const ClassList& cl = lists_[d.cls];
+      uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+      uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
       char* obj = static_cast<char*>(p);
-      uint64_t tag = free_tag(secret_, region_.offset_of(p));
-      if (__builtin_expect(idx * c.size != at.in_block || at.in_block >= c.end, 0)) return FreeStatus::kInvalid;
+      uint64_t tag = free_tag(secret_, off);
+      if (__builtin_expect(idx * cl.size != in_block || in_block >= cl.end, 0)) return FreeStatus::kInvalid;
       if (__builtin_expect(tag_of(obj) == tag, 0)) return FreeStatus::kDoubleFree;
-      BlockDesc& b = region_.block(at.block);
+      BlockDesc& b = blocks_[d.block];
       if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_, 1)) {
-        if (__builtin_expect(at.in_block >= b.bump, 0)) return FreeStatus::kInvalid;
-        uint32_t used = block_push_local(b, obj, at.in_block, tag);
-        if (__builtin_expect(used == 0 || (b.flags & kBlockFull), 0)) after_local_free(b);
+        if (__builtin_expect(in_block >= b.bump, 0)) return FreeStatus::kInvalid;
+        uint32_t used = block_push_local(b, obj, in_block, tag);
+        // Slow only when a full block regains room, or a block other than
+        // the current one empties.
+        if (__builtin_expect((b.flags & kBlockFull) || (used == 0 && &b != cl.cur), 0)) after_local_free(b);
         return FreeStatus::kOk;
       }
       tag_of(obj) = tag;
-      if (remote_push(b, obj, at.in_block)) notify_owner(region_, at.block);
+      if (remote_push(b, obj, in_block)) notify_owner(region_, PageIndex{d.block});
       return FreeStatus::kOk;
     }
-    return free_big(p, at);
+    return free_big(p, {d.kind, PageIndex{d.block}, d.cls,
+                        static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))});
   }
 
   // Whether p is the start of a live object (what free would accept).
@@ -127,13 +132,17 @@ class OwnerHeap {
   void reset();
 
  private:
-  struct ClassList {
-    BlockDesc* cur;      // head of the available list, or the empty sentinel
+  // One cache line per class: the current block and what free needs of the
+  // class (copied from SizeClasses, so the fast paths chase no pointer).
+  struct alignas(64) ClassList {
+    BlockDesc* cur;       // head of the available list, or the empty sentinel
     char* cur_base;
     uint32_t size;
-    PageIndex avail;     // blocks with room, most recently freed into first
-    PageIndex full;      // blocks with no room
-    uint32_t empty_kept; // empty blocks kept on the available list
+    uint32_t end;         // in-block offset past the last object
+    uint32_t reciprocal;  // see SizeClasses::object_index
+    uint32_t empty_kept;  // empty blocks kept on the available list
+    PageIndex avail;      // blocks with room, most recently freed into first
+    PageIndex full;       // blocks with no room
   };
 
   void* alloc_slow(uint32_t cls);
@@ -149,6 +158,12 @@ class OwnerHeap {
   void refresh_cur(ClassList& cl);
   void disown_blocking(BlockDesc& b);
   void retire_block(PageIndex p, bool empty);
+
+  // Hot copies of region and class facts.
+  char* data_ = nullptr;
+  PackedPageDesc* page_descs_ = nullptr;
+  BlockDesc* blocks_ = nullptr;
+  uint32_t medium_max_ = 0;
 
   Region region_{};
   const SizeClasses* classes_ = nullptr;

@@ -168,7 +168,8 @@ PageIndex bins_find(const Region& r, const RunBins& bins, PageCount n) {
   return kNoPage;
 }
 
-// Commits descriptor-table entries for pages below `pages`.
+// Commits block-descriptor entries for pages below `pages` (the page
+// descriptors are committed whole at format time).
 bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
   PageHeapState& s = r.header->page_heap;
   if (pages <= s.table_pages) return true;
@@ -179,8 +180,7 @@ bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
     size_t hi = (table + to * entry + kPageSize - 1) & ~(kPageSize - 1);
     return lo >= hi || source.commit(lo, hi - lo);
   };
-  if (!commit_range(r.header->page_desc_offset, sizeof(PackedPageDesc), s.table_pages, target) ||
-      !commit_range(r.header->block_desc_offset, sizeof(BlockDesc), s.table_pages, target)) {
+  if (!commit_range(r.header->block_desc_offset, sizeof(BlockDesc), s.table_pages, target)) {
     return false;
   }
   s.table_pages = target;
@@ -260,7 +260,9 @@ bool region_format(MemorySource& source, const HeapParams& params, uint32_t max_
     errno = ENOMEM;
     return false;
   }
-  if (!source.commit(0, g.page_desc_offset)) return false;
+  // The header, the owner slots and the whole page-descriptor table: a free()
+  // may look up any page of the reservation; untouched entries cost nothing.
+  if (!source.commit(0, g.block_desc_offset)) return false;
   auto* h = new (source.base()) RegionHeader{};
   h->version = kFormatVersion;
   h->page_size = kPageSize;

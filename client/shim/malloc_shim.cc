@@ -32,12 +32,10 @@ namespace {
 
 __thread bool tl_in_shim __attribute__((tls_model("initial-exec")));
 
-// The calling thread's heap, or nullptr if it has none yet.
+// The calling thread's heap in the process arena, or nullptr if it has none
+// yet (one TLS load: the process arena has id 0 and is never destroyed).
 inline OwnerHeap* current_heap() {
-  const ArenaHandle* a = memd::client::process_arena_if_created();
-  if (UNLIKELY(a == nullptr)) return nullptr;
-  memd::client::ThreadHeapEntry& e = memd::client::tl_thread_heaps[a->id];
-  return LIKELY(e.generation == a->generation) ? e.heap : nullptr;
+  return memd::client::tl_thread_heaps[memd::client::kProcessArenaId].heap;
 }
 
 void report_once_no_heap() {
@@ -85,14 +83,27 @@ void report(FreeStatus s, const char* call, const void* p, const void* caller) {
                                   call, p, caller);
 }
 
-inline void release(void* p, const void* caller) {
-  if (UNLIKELY(p == nullptr)) return;
+__attribute__((noinline)) void release_slow(void* p, const void* caller) {
+  // No thread heap (an exiting thread, or one that never allocated).
   const ArenaHandle* a = memd::client::process_arena_if_created();
-  if (LIKELY(a != nullptr && a->arena->contains(p))) {
-    FreeStatus s = memd::client::thread_heap_or_stranger(*a)->free(p);
+  if (a != nullptr && a->arena->contains(p)) {
+    FreeStatus s = a->arena->stranger()->free(p);
     if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
     return;
   }
+  if (memd::client::bootstrap_contains(p)) return;
+  report(FreeStatus::kInvalid, "free", p, caller);
+}
+
+inline void release(void* p, const void* caller) {
+  if (UNLIKELY(p == nullptr)) return;
+  OwnerHeap* h = current_heap();
+  if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
+    FreeStatus s = h->free(p);
+    if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
+    return;
+  }
+  if (h == nullptr) return release_slow(p, caller);
   if (memd::client::bootstrap_contains(p)) return;
   report(FreeStatus::kInvalid, "free", p, caller);
 }
