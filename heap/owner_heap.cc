@@ -39,7 +39,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
     bool valid = cls >= classes->first_class() && cls <= classes->last_class();
     cl.end = valid ? classes->info(cls).end : 0;
     cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
-    cl.avail = cl.full = kNoPage;
+    cl.avail = cl.full = BlockList{};
     cl.empty_kept = 0;
   }
   large_.init(r, r.header->params.large_max, r.header->params.large_block_pages, secret_);
@@ -47,35 +47,57 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
 
 // --- owner lists (BlockDesc::prev/next) ---
 
-void OwnerHeap::list_push_front(PageIndex* head, PageIndex p) {
+void OwnerHeap::list_push_front(BlockList* list, PageIndex p) {
   BlockDesc& b = region_.block(p);
   b.prev = kNoPage;
-  b.next = *head;
-  if (*head != kNoPage) region_.block(*head).prev = p;
-  *head = p;
+  b.next = list->head;
+  if (list->head != kNoPage) region_.block(list->head).prev = p;
+  else list->tail = p;
+  list->head = p;
 }
 
-void OwnerHeap::list_remove(PageIndex* head, PageIndex p) {
+void OwnerHeap::list_push_back(BlockList* list, PageIndex p) {
+  BlockDesc& b = region_.block(p);
+  b.next = kNoPage;
+  b.prev = list->tail;
+  if (list->tail != kNoPage) region_.block(list->tail).next = p;
+  else list->head = p;
+  list->tail = p;
+}
+
+void OwnerHeap::list_remove(BlockList* list, PageIndex p) {
   BlockDesc& b = region_.block(p);
   if (b.prev != kNoPage) region_.block(b.prev).next = b.next;
-  else *head = b.next;
+  else list->head = b.next;
   if (b.next != kNoPage) region_.block(b.next).prev = b.prev;
+  else list->tail = b.prev;
   b.prev = b.next = kNoPage;
+}
+
+// A full block has room again. Unlike Vam, which puts it at the front of the
+// available list, it goes to the back: the current block is used up first,
+// and by the time the block comes up it has gathered more free objects. Under
+// random frees, front insertion made nearly every allocation a slow path.
+void OwnerHeap::unfull(ClassList& cl, PageIndex p) {
+  region_.block(p).flags &= ~kBlockFull;
+  list_remove(&cl.full, p);
+  list_push_back(&cl.avail, p);
+  if (cl.cur == &empty_block) refresh_cur(cl);
 }
 
 void OwnerHeap::refresh_cur(ClassList& cl) {
   BlockDesc* old = cl.cur;
-  if (cl.avail == kNoPage) {
+  if (cl.avail.head == kNoPage) {
     cl.cur = &empty_block;
     cl.cur_base = nullptr;
   } else {
-    BlockDesc& b = region_.block(cl.avail);
+    BlockDesc& b = region_.block(cl.avail.head);
     if (b.flags & kBlockCached) {
       b.flags &= ~kBlockCached;
       --cl.empty_kept;
     }
     cl.cur = &b;
-    cl.cur_base = region_.page_address(cl.avail);
+    cl.cur_base = region_.page_address(cl.avail.head);
   }
   // The current block is kept even when empty; once another block takes its
   // place (a full block freed into moves to the front), it is empty like any.
@@ -94,7 +116,10 @@ void* OwnerHeap::alloc_slow(uint32_t cls) {
     if (cl.cur != &empty_block) {
       BlockDesc& b = *cl.cur;
       if (char* p = block_pop(b, cl.cur_base, cl.size)) return p;
-      if (block_collect_remote(b, cl.cur_base) > 0) continue;
+      if (b.remote_head.load(std::memory_order_relaxed) != 0 &&
+          block_collect_remote(b, cl.cur_base) > 0) {
+        continue;
+      }
       // No room left: the block waits on the full list for frees.
       PageIndex p = region_.index_of(b);
       list_remove(&cl.avail, p);
@@ -177,13 +202,7 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
 void OwnerHeap::after_local_free(BlockDesc& b) {
   ClassList& cl = lists_[b.cls];
   PageIndex p = region_.index_of(b);
-  if (b.flags & kBlockFull) {
-    // Vam: a block freed into while full goes to the front of the available list.
-    b.flags &= ~kBlockFull;
-    list_remove(&cl.full, p);
-    list_push_front(&cl.avail, p);
-    refresh_cur(cl);
-  }
+  if (b.flags & kBlockFull) unfull(cl, p);
   if (b.used == 0) handle_empty(cl, b);
 }
 
@@ -261,12 +280,7 @@ void OwnerHeap::handle_pending_block(PageIndex p) {
     return;
   }
   ClassList& cl = lists_[b.cls];
-  if (b.flags & kBlockFull) {
-    b.flags &= ~kBlockFull;
-    list_remove(&cl.full, p);
-    list_push_front(&cl.avail, p);
-    refresh_cur(cl);
-  }
+  if (b.flags & kBlockFull) unfull(cl, p);
   if (b.used == 0) handle_empty(cl, b);
 }
 
@@ -354,7 +368,7 @@ void OwnerHeap::release_empty() {
   take_pending();
   for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
     ClassList& cl = lists_[cls];
-    for (PageIndex p = cl.avail; p != kNoPage;) {
+    for (PageIndex p = cl.avail.head; p != kNoPage;) {
       BlockDesc& b = region_.block(p);
       PageIndex next = b.next;
       block_collect_remote(b, region_.page_address(p));
@@ -395,9 +409,9 @@ void OwnerHeap::abandon_all() {
   }
   for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
     ClassList& cl = lists_[cls];
-    for (PageIndex* list : {&cl.avail, &cl.full}) {
-      while (*list != kNoPage) {
-        PageIndex p = *list;
+    for (BlockList* list : {&cl.avail, &cl.full}) {
+      while (list->head != kNoPage) {
+        PageIndex p = list->head;
         BlockDesc& b = region_.block(p);
         list_remove(list, p);
         block_collect_remote(b, region_.page_address(p));

@@ -132,6 +132,12 @@ class OwnerHeap {
   void reset();
 
  private:
+  // A doubly linked list of blocks through BlockDesc::prev/next.
+  struct BlockList {
+    PageIndex head = kNoPage;
+    PageIndex tail = kNoPage;
+  };
+
   // One cache line per class: the current block and what free needs of the
   // class (copied from SizeClasses, so the fast paths chase no pointer).
   struct alignas(64) ClassList {
@@ -141,8 +147,8 @@ class OwnerHeap {
     uint32_t end;         // in-block offset past the last object
     uint32_t reciprocal;  // see SizeClasses::object_index
     uint32_t empty_kept;  // empty blocks kept on the available list
-    PageIndex avail;      // blocks with room, most recently freed into first
-    PageIndex full;       // blocks with no room
+    BlockList avail;      // blocks with room; the head is `cur`
+    BlockList full;       // blocks with no room
   };
 
   void* alloc_slow(uint32_t cls);
@@ -153,8 +159,10 @@ class OwnerHeap {
   void handle_pending_block(PageIndex block);
   void handle_empty_large(PageIndex block);
 
-  void list_push_front(PageIndex* head, PageIndex p);
-  void list_remove(PageIndex* head, PageIndex p);
+  void list_push_front(BlockList* list, PageIndex p);
+  void list_push_back(BlockList* list, PageIndex p);
+  void list_remove(BlockList* list, PageIndex p);
+  void unfull(ClassList& cl, PageIndex p);
   void refresh_cur(ClassList& cl);
   void disown_blocking(BlockDesc& b);
   void retire_block(PageIndex p, bool empty);
