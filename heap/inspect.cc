@@ -87,7 +87,7 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
       return false;
     }
     bool is_free = state == kChunkFree;
-    if (!is_free && state != kChunkBusy && state != kChunkRemote) {
+    if (!is_free && state != kChunkBusy && state != kChunkRemote && state != kChunkQuick) {
       *why = "large chunk state overwritten";
       return false;
     }
@@ -264,7 +264,7 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
         auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
         if (c->size == 0) return nullptr;
         if (in_block < o + c->size) {
-          bool live = chunk_state(c) == kChunkBusy && in_block >= o + sizeof(ChunkHeader);
+          bool live = chunk_state(c) == kChunkBusy && in_block >= o + sizeof(ChunkHeader);  // not quick-cached
           return live ? base + o + sizeof(ChunkHeader) : nullptr;
         }
         o += c->size;

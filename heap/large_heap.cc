@@ -35,6 +35,8 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   std::fill(std::begin(head_), std::end(head_), kNoOffset);
   std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
   summary_ = 0;
+  std::fill(std::begin(quick_), std::end(quick_), kNoOffset);
+  quick_bytes_ = 0;
 }
 
 uint32_t LargeHeap::bin_of(uint32_t chunk_size) const {
@@ -114,10 +116,24 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
     errno = ENOMEM;
     return nullptr;
   }
+  *zeroed = false;
+  if (align <= kChunkAlign && need < kQuickMaxChunk && quick_[need / kChunkAlign] != kNoOffset) {
+    ChunkHeader* q = chunk_at(quick_[need / kChunkAlign]);
+    quick_[need / kChunkAlign] = *reinterpret_cast<Offset*>(q + 1);
+    quick_bytes_ -= q->size;
+    store_state(q, kChunkBusy);
+    return q + 1;
+  }
   ChunkHeader* c = find_fit(search);
   // Chunk headers and free-list links are written all over a large block, so
   // its memory is never reported as zero.
   *zeroed = false;
+  if (c == nullptr && quick_bytes_ > 0) {
+    // Merge the quick cache before asking for a new block. A block it empties
+    // stays binned for this very allocation.
+    flush_quick([this](PageIndex block) { keep_empty_block(block); });
+    c = find_fit(search);
+  }
   if (c == nullptr) {
     AcquiredBlock got = source.acquire(PageKind::kLarge, 0, owner);
     if (got.first == kNoPage) return nullptr;
@@ -202,11 +218,22 @@ LargeFreeResult LargeHeap::free_local(PageIndex block, void* p) {
   if (c == nullptr) return LargeFreeResult::kInvalid;
   uint32_t state = load_state(c);
   if (state != kChunkBusy) {
-    return state == kChunkFree || state == kChunkRemote ? LargeFreeResult::kDoubleFree
-                                                        : LargeFreeResult::kInvalid;
+    return chunk_state_is_free(state) ? LargeFreeResult::kDoubleFree : LargeFreeResult::kInvalid;
+  }
+  if (c->size < kQuickMaxChunk && quick_bytes_ + c->size <= kQuickBytes) {
+    store_state(c, kChunkQuick);
+    *reinterpret_cast<Offset*>(c + 1) = quick_[c->size / kChunkAlign];
+    quick_[c->size / kChunkAlign] = offset_of(c);
+    quick_bytes_ += c->size;
+    return LargeFreeResult::kFreed;
   }
   c = release_chunk(c, region_.page_address(block));
   return c->size == block_bytes_ ? LargeFreeResult::kBlockEmpty : LargeFreeResult::kFreed;
+}
+
+bool LargeHeap::block_is_empty(PageIndex block) const {
+  auto* first = reinterpret_cast<const ChunkHeader*>(region_.page_address(block));
+  return first->size == block_bytes_ && load_state(first) == kChunkFree;
 }
 
 void LargeHeap::keep_empty_block(PageIndex block) {
@@ -223,8 +250,7 @@ LargeFreeResult LargeHeap::claim_remote(const Region& r, uint64_t secret, PageIn
   uint32_t expected = kChunkBusy;
   if (!__atomic_compare_exchange_n(&c->state, &expected, kChunkRemote, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE)) {
-    return expected == kChunkFree || expected == kChunkRemote ? LargeFreeResult::kDoubleFree
-                                                              : LargeFreeResult::kInvalid;
+    return chunk_state_is_free(expected) ? LargeFreeResult::kDoubleFree : LargeFreeResult::kInvalid;
   }
   return LargeFreeResult::kFreed;
 }
@@ -249,6 +275,11 @@ namespace {
 // chunk (chunks freed while the block had no owner were not merged).
 void merge_free_runs(char* base, uint32_t bytes) {
   char* end = base + bytes;
+  // Chunks in a quick cache whose owner is gone are free.
+  for (char* at = base; at < end; at += reinterpret_cast<ChunkHeader*>(at)->size) {
+    auto* c = reinterpret_cast<ChunkHeader*>(at);
+    if (load_state(c) == kChunkQuick) store_state(c, kChunkFree);
+  }
   for (char* at = base; at < end;) {
     auto* c = reinterpret_cast<ChunkHeader*>(at);
     if (load_state(c) == kChunkFree) {

@@ -9,6 +9,14 @@
 // One LargeHeap belongs to one owner (thread heap); only it touches its bins
 // and the free chunks of its blocks. Frees from other threads arrive through
 // the block's remote list.
+//
+// Coalescing is immediate, as in Vam, except for a bounded quick cache: a
+// freed chunk of up to kQuickMaxChunk bytes first waits, unmerged, on a
+// per-size list (kQuickBytes in all), where an allocation of the same size
+// takes it back at once. Malloc-then-free of one size (most programs' large
+// objects) then costs two list operations instead of a split and a merge.
+// The cache is flushed (merged) before a new block is taken, at compaction
+// and at thread exit.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +30,12 @@ namespace memd::heap {
 inline constexpr uint32_t kChunkBusy = 0x6c61726bu;    // "lark"
 inline constexpr uint32_t kChunkFree = 0x66726565u;    // "free"
 inline constexpr uint32_t kChunkRemote = 0x72656d6fu;  // freed by a non-owner, not yet collected
+inline constexpr uint32_t kChunkQuick = 0x7175696bu;   // freed by the owner, kept unmerged for reuse
+
+// Whether a chunk in `state` is free (for statistics and double-free checks).
+inline bool chunk_state_is_free(uint32_t state) {
+  return state == kChunkFree || state == kChunkRemote || state == kChunkQuick;
+}
 
 // Sits just before every large object. All fields but `state` are written by
 // the owner only; `state` is accessed atomically (remote frees claim a chunk).
@@ -49,6 +63,7 @@ class LargeHeap {
   // to keep or release it (reinsert with keep_empty_block).
   LargeFreeResult free_local(PageIndex block, void* p);
   void keep_empty_block(PageIndex block);
+  bool block_is_empty(PageIndex block) const;
   void forget_empty_block(PageIndex block);
 
   // Claims a chunk for a free by a non-owner; false if it is not a live chunk.
@@ -57,6 +72,11 @@ class LargeHeap {
   // Moves a block's remote frees into this heap. Returns true if the block
   // became empty (then it is out of the bins, as with kBlockEmpty).
   bool collect_remote(PageIndex block);
+
+  // Merges every quick-cached chunk into the bins; calls on_empty(block) for
+  // each block that becomes empty (it is then out of the bins).
+  template <class F>
+  void flush_quick(F on_empty);
 
   // Adds the free chunks of an adopted block to the bins, merging free
   // neighbours. True if empty.
@@ -86,6 +106,9 @@ class LargeHeap {
 
  private:
   static constexpr uint32_t kBins = 2051;
+  static constexpr uint32_t kQuickMaxChunk = 16384 + 16;
+  static constexpr uint32_t kQuickBytes = 256 * 1024;
+  static constexpr uint32_t kQuickBins = kQuickMaxChunk / 16 + 1;
   static constexpr uint32_t kBinWords = (kBins + 63) / 64;
   static_assert(kBinWords <= 64, "the summary word covers every bin word");
 
@@ -102,6 +125,9 @@ class LargeHeap {
   // Cuts `c` to `need` bytes when the rest can be a chunk; bins the rest.
   void split(ChunkHeader* c, uint32_t need, char* block_end);
   void set_check(ChunkHeader* c) const;
+  PageIndex block_of(const ChunkHeader* c) const {
+    return PageIndex{region_.page(PageIndex{static_cast<uint32_t>(offset_of(c) >> kPageShift)}).block};
+  }
 
   void add_block(PageIndex block);
 
@@ -114,6 +140,22 @@ class LargeHeap {
   Offset head_[kBins];
   uint64_t nonempty_[kBinWords];  // bit per bin: has chunks
   uint64_t summary_ = 0;          // bit per word of nonempty_: has a set bit
+  Offset quick_[kQuickBins];      // quick-cached chunks by size (link: payload's first word)
+  uint32_t quick_bytes_ = 0;      // bytes of chunks in the quick cache
 };
+
+template <class F>
+void LargeHeap::flush_quick(F on_empty) {
+  if (quick_bytes_ == 0) return;
+  for (uint32_t bin = 0; bin < kQuickBins; ++bin) {
+    while (quick_[bin] != ~Offset{0}) {
+      ChunkHeader* c = chunk_at(quick_[bin]);
+      quick_[bin] = *reinterpret_cast<Offset*>(c + 1);
+      PageIndex block = block_of(c);
+      if (release_chunk(c, region_.page_address(block))->size == block_bytes_) on_empty(block);
+    }
+  }
+  quick_bytes_ = 0;
+}
 
 }  // namespace memd::heap

@@ -381,6 +381,7 @@ void OwnerHeap::release_empty() {
     }
     refresh_cur(cl);
   }
+  large_.flush_quick([this](PageIndex block) { handle_empty_large(block); });
   if (kept_empty_large_ != kNoPage && try_disown(region_.block(kept_empty_large_), id_)) {
     large_.forget_empty_block(kept_empty_large_);
     large_.drop_block(kept_empty_large_);
@@ -422,15 +423,17 @@ void OwnerHeap::abandon_all() {
     cl.cur = &empty_block;
     cl.empty_kept = 0;
   }
+  // The large heap is torn down whole: merge its quick cache, then release
+  // or abandon each block; its bins are forgotten (an adopter rebuilds them).
+  large_.flush_quick([](PageIndex) {});
   while (large_.first_block() != kNoPage) {
     PageIndex p = large_.first_block();
     large_.drop_block(p);
-    bool empty = large_.collect_remote(p) || p == kept_empty_large_;
-    if (!empty) large_.unbin_block(p);
-    else if (p == kept_empty_large_) large_.forget_empty_block(p);
-    retire_block(p, empty);
+    large_.collect_remote(p);
+    retire_block(p, large_.block_is_empty(p));
   }
   kept_empty_large_ = kNoPage;
+  large_.init(region_, region_.header->params.large_max, region_.header->params.large_block_pages, secret_);
 }
 
 void OwnerHeap::reset() {
