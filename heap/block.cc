@@ -4,11 +4,17 @@ namespace memd::heap {
 
 uint32_t block_collect_remote(BlockDesc& b, char* base) {
   uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
-  // Bound the walk: a list longer than the block can hold has a cycle.
+  if (head == 0) return 0;
+  // A list longer than the block can hold has a cycle (a double free that
+  // raced with itself): drop it whole, leaking its objects, rather than put
+  // any object on the free list twice.
   uint32_t limit = b.end / 16 + 1;
+  uint32_t steps = 0;
+  for (uint32_t h = head; h != 0; h = link_of(base + h - 1)) {
+    if (++steps > limit) return UINT32_MAX;
+  }
   uint32_t n = 0;
-  for (uint32_t steps = 0; head != 0; ++steps) {
-    if (steps >= limit) return UINT32_MAX;
+  while (head != 0) {
     char* p = base + head - 1;
     uint32_t next = link_of(p);
     // A remote free cannot see the bump pointer; an object past it was never
