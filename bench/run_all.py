@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs every allocator workload under glibc, jemalloc, mimalloc, tcmalloc and
-memd side by side, plus the malloc microbenchmark, and writes a Markdown +
-JSON report to bench/results/.
+memd (plus memd with other settings, e.g. memd-immediate) side by side, plus
+the malloc microbenchmark, and writes a Markdown + JSON report to
+bench/results/.
 
 Rounds are interleaved: for each workload, round 1 runs it under every
 allocator, then round 2 does the same, and so on, with the allocator order
@@ -34,7 +35,8 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=3, help="runs per workload and allocator (median is reported)")
     p.add_argument("--only", default="", help="comma list of workloads (wl_ prefix optional); 'micro' for the "
                                               "microbenchmark")
-    p.add_argument("--allocators", default=",".join(alloc_mod.ALL), help="comma list from: " + ",".join(alloc_mod.ALL))
+    p.add_argument("--allocators", default=",".join(alloc_mod.DEFAULT),
+                   help=f"comma list from: {','.join(alloc_mod.ALL)} (default: {','.join(alloc_mod.DEFAULT)})")
     p.add_argument("--threads", type=int, default=2, help="threads for the multi-threaded workloads")
     p.add_argument("--scale", type=float, default=1.0, help="work multiplier for every workload")
     p.add_argument("--micro-min-time", type=float, default=0.1, help="seconds per microbenchmark case")
@@ -63,7 +65,7 @@ def run_workloads(args, workloads, allocators, bin_dir, launcher):
         for rnd in range(args.rounds):
             shift = rnd % len(allocators)
             for a in allocators[shift:] + allocators[:shift]:
-                r = launch.run(launcher, w.argv(bin_dir, args.threads, args.scale), a.preload, args.timeout)
+                r = launch.run(launcher, w.argv(bin_dir, args.threads, args.scale), a.preload, args.timeout, a.env)
                 rec = summary.validate({
                     "workload": w.name, "allocator": a.name, "round": rnd + 1, "ok": r.ok, "error": r.error,
                     "wall_s": r.wall_s, "maxrss_kib": r.maxrss_kib, "minflt": r.minflt, "majflt": r.majflt,
@@ -72,7 +74,7 @@ def run_workloads(args, workloads, allocators, bin_dir, launcher):
                 runs.append(rec)
                 status = (f"{rec['wall_s']:.2f} s, {rec['maxrss_kib'] / 1024:.0f} MiB" if rec["ok"]
                           else f"FAILED: {rec['error']}")
-                log(f"[{wi}/{len(workloads)}] {w.name} round {rnd + 1}/{args.rounds} {a.name:9s} {status}")
+                log(f"[{wi}/{len(workloads)}] {w.name} round {rnd + 1}/{args.rounds} {a.name:14s} {status}")
                 if not rec["ok"] and rec["stderr_tail"]:
                     log("    " + rec["stderr_tail"].strip().replace("\n", "\n    "))
     return runs
@@ -102,7 +104,10 @@ def build_document(args, workloads, allocators, skipped, runs, micro_doc):
         "packages": machine.package_versions(alloc_mod.PEER_PACKAGES),
         "memd_revision": machine.git_revision(REPO_DIR),
         "settings": {"rounds": args.rounds, "threads": args.threads, "scale": args.scale, "build": args.build,
-                     "allocators": names, "skipped": skipped},
+                     "allocators": names, "skipped": skipped,
+                     # What each variant sets for the workload, e.g. {"memd-immediate": {"MEMD_DISCARD": ...}}.
+                     "allocator_env": {a.name: a.env for a in allocators if a.env},
+                     "ignored_env": launch.inherited_settings()},
         "workloads": {}, "mass_free": {}, "checksum_problems": [], "problems": [], "micro": micro_doc, "runs": runs,
     }
     for w in workloads:
@@ -149,6 +154,9 @@ def main():
     allocators, skipped = alloc_mod.resolve(args.allocators, args.build)
     for name, why in skipped.items():
         log(f"run_all: skipping {name}: {why}")
+    for name in launch.inherited_settings():
+        log(f"run_all: ignoring {name} from the environment: memd runs with its defaults, variants with their own "
+            "settings (add a variant in harness/allocators.py to measure another setting)")
     if not allocators:
         sys.exit("run_all: no allocator available to run")
 

@@ -2,12 +2,28 @@
 
 glibc is the baseline and needs no preload; every other allocator is the
 same workload binary run with LD_PRELOAD pointing at its malloc library.
+A variant is a library plus environment settings for the workload (e.g.
+memd with another page-discard policy), so a policy's cost is measured on
+the very same binary, in the same run, beside the default.
 """
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+# Variants of the memd shim: name -> environment given to the workload only.
+# memd-immediate is the Vam paper's policy (every empty page is madvise()d
+# back at once), the foil for memd's default hysteresis; memd-never keeps
+# every page it ever touched, a bound on what discarding costs at all.
+MEMD_VARIANTS = {
+    "memd-immediate": {"MEMD_DISCARD": "immediate"},
+    "memd-never": {"MEMD_DISCARD": "never"},
+}
 
 # Report order; glibc first because every ratio is taken against it.
-ALL = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "memd"]
+ALL = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "memd"] + list(MEMD_VARIANTS)
+# What runs without --allocators: memd-never answers a narrower question
+# (is discarding worth anything here?) and costs another column, so it is
+# opt-in.
+DEFAULT = [a for a in ALL if a != "memd-never"]
 
 # The Debian runtime packages' libraries. tcmalloc_minimal is the variant
 # without the heap profiler, i.e. the one people actually preload.
@@ -28,6 +44,9 @@ LIBRARY_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/loc
 class Allocator:
     name: str
     preload: str | None  # None: the C library's own malloc
+    # Set for the measured process only (by bench_launch), never for the
+    # harness: a variant's settings must not leak into anything else.
+    env: dict = field(default_factory=dict)
 
 
 def _find_library(filename):
@@ -44,10 +63,10 @@ def resolve(names, build_dir):
     for name in names:
         if name == "glibc":
             usable.append(Allocator("glibc", None))
-        elif name == "memd":
+        elif name == "memd" or name in MEMD_VARIANTS:
             path = os.path.abspath(os.path.join(build_dir, MEMD_SHIM))
             if os.path.isfile(path):
-                usable.append(Allocator("memd", path))
+                usable.append(Allocator(name, path, dict(MEMD_VARIANTS.get(name, {}))))
             else:
                 skipped[name] = f"{path} not found (build the memd-malloc target first)"
         else:

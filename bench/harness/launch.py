@@ -1,9 +1,9 @@
 """Runs one measured process through bench_launch and collects its numbers.
 
-bench_launch (bench/launcher/) forks the program, sets LD_PRELOAD for it
-alone and reports wait4() rusage; see that file for why Python does not
-wait4() the workload itself (the kernel would charge Python's own peak RSS
-to the child).
+bench_launch (bench/launcher/) forks the program, sets LD_PRELOAD and the
+allocator's environment variables for it alone and reports wait4() rusage;
+see that file for why Python does not wait4() the workload itself (the
+kernel would charge Python's own peak RSS to the child).
 """
 import os
 import re
@@ -16,6 +16,15 @@ _KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 # What ld.so prints when LD_PRELOAD names something it cannot load; the
 # program then silently runs on glibc, which would poison the comparison.
 _PRELOAD_FAILED = "cannot be preloaded"
+# memd's settings (see client/options.cc). Inherited ones are dropped so that
+# `memd` always means the defaults and a variant differs by its own env only,
+# whatever the shell running the harness has exported.
+SETTINGS_PREFIX = "MEMD_"
+
+
+def inherited_settings():
+    """The memd settings in the harness's own environment, which runs ignore."""
+    return sorted(k for k in os.environ if k.startswith(SETTINGS_PREFIX))
 
 
 @dataclass
@@ -41,14 +50,18 @@ def _parse_pairs(text):
     return pairs
 
 
-def run(launcher, argv, preload=None, timeout=300):
+def run(launcher, argv, preload=None, timeout=300, env=None):
+    """`env`: variables for the measured program only (passed to bench_launch
+    as --env, so they reach neither the launcher nor this process)."""
     with tempfile.TemporaryDirectory(prefix="memd-bench-") as tmp:
         report_path = os.path.join(tmp, "rusage")
-        cmd = [launcher] + (["--preload", preload] if preload else []) + ["--report", report_path, "--"] + argv
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)  # only bench_launch decides what the child preloads
+        cmd = [launcher] + (["--preload", preload] if preload else [])
+        cmd += [arg for k, v in sorted((env or {}).items()) for arg in ("--env", f"{k}={v}")]
+        cmd += ["--report", report_path, "--"] + argv
+        own_env = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIX)}
+        own_env.pop("LD_PRELOAD", None)  # only bench_launch decides what the child preloads
         # A new session lets a timeout kill the launcher and the workload together.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=own_env,
                                 start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)

@@ -17,7 +17,7 @@ def run(launcher, binary, allocator, min_time, timeout):
         # prints (statistics, warnings) can corrupt it.
         argv = [binary, f"--benchmark_min_time={min_time:g}", f"--benchmark_out={out}",
                 "--benchmark_out_format=json", "--benchmark_format=console"]
-        result = launch.run(launcher, argv, allocator.preload, timeout)
+        result = launch.run(launcher, argv, allocator.preload, timeout, allocator.env)
         if not result.ok:
             return {}, result.error
         try:

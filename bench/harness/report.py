@@ -31,6 +31,11 @@ def _header(doc):
         f"- Settings: rounds={s['rounds']}, threads={s['threads']}, scale={s['scale']:g}, "
         f"allocators={', '.join(s['allocators'])}",
     ]
+    # .get: reports saved before variants existed lack these keys.
+    lines += [f"- Variant {a}: memd with " + " ".join(f"`{k}={v}`" for k, v in env.items())
+              for a, env in s.get("allocator_env", {}).items()]
+    if s.get("ignored_env"):
+        lines += ["- Ignored from the environment: " + ", ".join(f"`{k}`" for k in s["ignored_env"])]
     lines += [f"- **Skipped {a}**: {why}" for a, why in s["skipped"].items()]
     return lines + [""]
 

@@ -8,8 +8,10 @@
  * report at least Python's own ~10 MiB. Forking from this tiny (static)
  * launcher keeps that floor near zero.
  *
- * usage: bench_launch [--preload LIB] --report FILE -- PROGRAM [ARGS...]
- * LD_PRELOAD is set for PROGRAM only, never for the launcher itself.
+ * usage: bench_launch [--preload LIB] [--env NAME=VALUE]... --report FILE -- PROGRAM [ARGS...]
+ * LD_PRELOAD and every --env variable are set for PROGRAM only, never for the
+ * launcher itself (nor for the Python harness above it), so an allocator's
+ * settings (e.g. MEMD_DISCARD) reach the measured process and nothing else.
  * The report is one line of key=value pairs. Exit status mirrors PROGRAM's
  * (128 + signal if it was killed).
  */
@@ -33,7 +35,7 @@ static long long now_ns(void) {
 static long long tv_us(struct timeval tv) { return (long long)tv.tv_sec * 1000000LL + tv.tv_usec; }
 
 static void usage(void) {
-  fprintf(stderr, "usage: bench_launch [--preload LIB] --report FILE -- PROGRAM [ARGS...]\n");
+  fprintf(stderr, "usage: bench_launch [--preload LIB] [--env NAME=VALUE]... --report FILE -- PROGRAM [ARGS...]\n");
   exit(2);
 }
 
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
   for (; i < argc; ++i) {
     if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
       preload = argv[++i];
+    } else if (strcmp(argv[i], "--env") == 0 && i + 1 < argc) {
+      const char* eq = strchr(argv[++i], '=');
+      if (eq == NULL || eq == argv[i]) usage();  /* applied in the child, below */
     } else if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
       report = argv[++i];
     } else if (strcmp(argv[i], "--") == 0) {
@@ -63,6 +68,13 @@ int main(int argc, char** argv) {
   }
   if (pid == 0) {
     if (preload != NULL) setenv("LD_PRELOAD", preload, 1);
+    /* Walk the options again rather than collect them while parsing: no
+     * array to size. putenv keeps the argv string itself (valid until exec);
+     * an --env LD_PRELOAD=... would override --preload. */
+    for (int k = 1; k < i; ++k) {
+      if (strcmp(argv[k], "--env") == 0) putenv(argv[++k]);
+      else if (strcmp(argv[k], "--preload") == 0 || strcmp(argv[k], "--report") == 0) ++k;
+    }
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "bench_launch: cannot run %s: %s\n", argv[i], strerror(errno));
     _exit(127);
