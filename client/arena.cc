@@ -247,8 +247,8 @@ bool Arena::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
 uint32_t Arena::purge_limit_pages(uint32_t now) {
   const heap::HeapParams& p = region_.header->params;
   heap::PageHeapState& s = region_.header->page_heap;
-  // Forget refaults gradually: halve the count every 250 ms.
-  uint32_t halvings = (now - refault_decayed_ms_) / 250;
+  // Forget refaults gradually.
+  uint32_t halvings = (now - refault_decayed_ms_) / std::max(p.refault_halving_ms, 1u);
   if (halvings > 0) {
     s.refault_pages = halvings >= 32 ? 0 : s.refault_pages >> halvings;
     refault_decayed_ms_ = now;

@@ -29,12 +29,13 @@ struct HeapParams {
   DiscardMode discard_mode = DiscardMode::kHysteresis;
   // Empty (dirty) pages kept for reuse: max(floor, ratio x pages in use,
   // refaults), where refaults counts discarded pages that had to be handed
-  // out again recently (halved every 250 ms), capped at dirty_max_pages: a
+  // out again recently (halved every refault_halving_ms), capped at dirty_max_pages: a
   // heap that keeps refaulting what it gave back learns to keep more.
   uint32_t dirty_floor_pages = 256;     // 1 MiB
   uint32_t dirty_ratio_percent = 6;
   uint32_t dirty_max_pages = 16384;     // 64 MiB
   uint32_t dirty_decay_ms = 1000;       // empty pages older than this are discarded
+  uint32_t refault_halving_ms = 250;    // how fast refaults are forgotten
   uint32_t empty_blocks_per_class = 1;  // empty blocks a thread heap keeps per class
 };
 

@@ -301,28 +301,40 @@ TEST_F(HeapTest, DiscardImmediateReturnsPagesAsSoonAsTheyEmpty) {
 }
 
 TEST_F(HeapTest, HysteresisKeepsAFewEmptyPagesForReuse) {
-  void* p = heap_->alloc(1 << 20);
+  HeapOptions o;
+  o.params.dirty_decay_ms = 1u << 30;  // no decay while the test runs, however slow
+  auto created = Heap::create(o);
+  ASSERT_TRUE(created.ok());
+  Heap& heap = **created;
+  void* p = heap.alloc(1 << 20);
   std::memset(p, 1, 1 << 20);
-  heap_->free(p);
-  HeapStats s = heap_->stat();
+  heap.free(p);
+  HeapStats s = heap.stat();
   EXPECT_EQ(s.pages_dirty, 256u);  // within the 1 MiB floor: kept
-  EXPECT_EQ(heap_->alloc(1 << 20), p);  // and reused without a fault storm
+  EXPECT_EQ(heap.alloc(1 << 20), p);  // and reused without a fault storm
 }
 
 TEST_F(HeapTest, AHeapThatRefaultsWhatItDiscardedLearnsToKeepIt) {
+  // Time plays no part here: nothing decays within the test.
+  HeapOptions o;
+  o.params.dirty_decay_ms = 1u << 30;
+  o.params.refault_halving_ms = 1u << 30;
+  auto created = Heap::create(o);
+  ASSERT_TRUE(created.ok());
+  Heap& heap = **created;
   // 8 MiB buffers: above the floor, so the first ones are discarded when
   // freed; reusing them refaults, and the policy then keeps them.
   auto round = [&] {
-    void* p = heap_->alloc(8 << 20);
+    void* p = heap.alloc(8 << 20);
     std::memset(p, 1, 8 << 20);
-    heap_->free(p);
+    heap.free(p);
   };
   for (int i = 0; i < 5; ++i) round();
-  size_t discarded = heap_->stat().pages_discarded_total;
+  size_t discarded = heap.stat().pages_discarded_total;
   EXPECT_GT(discarded, 0u);
   for (int i = 0; i < 20; ++i) round();
-  EXPECT_EQ(heap_->stat().pages_discarded_total, discarded);
-  EXPECT_EQ(heap_->stat().pages_dirty, 2048u);
+  EXPECT_EQ(heap.stat().pages_discarded_total, discarded);
+  EXPECT_EQ(heap.stat().pages_dirty, 2048u);
 }
 
 TEST_F(HeapTest, DiscardedRunsGiveTheirDescriptorPagesBackAndStayConsistent) {
