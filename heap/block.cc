@@ -5,20 +5,31 @@ namespace memd::heap {
 uint32_t block_collect_remote(BlockDesc& b, char* base) {
   uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
   if (head == 0) return 0;
-  // A list longer than the block can hold has a cycle (a double free that
-  // raced with itself): drop it whole, leaking its objects, rather than put
-  // any object on the free list twice.
+  // One read-only walk finds the tail. A list longer than the block can hold
+  // has a cycle (a double free that raced with itself): it is dropped whole,
+  // leaking its objects, before anything reaches the free list twice.
   uint32_t limit = b.end / 16 + 1;
-  uint32_t steps = 0;
-  for (uint32_t h = head; h != 0; h = link_of(base + h - 1)) {
-    if (++steps > limit) return UINT32_MAX;
-  }
   uint32_t n = 0;
+  bool bogus = false;
+  char* tail = nullptr;
+  for (uint32_t h = head; h != 0; h = link_of(tail)) {
+    if (++n > limit) return UINT32_MAX;
+    // A remote free cannot see the bump pointer: an object past it was never
+    // handed out.
+    bogus |= h - 1 >= b.bump;
+    tail = base + h - 1;
+  }
+  if (!bogus) {
+    link_of(tail) = b.free_head;
+    b.free_head = head;
+    b.used -= n;
+    return n;
+  }
+  // Rare: rebuild, dropping the never-allocated objects.
+  n = 0;
   while (head != 0) {
     char* p = base + head - 1;
     uint32_t next = link_of(p);
-    // A remote free cannot see the bump pointer; an object past it was never
-    // handed out, and is dropped rather than handed out twice.
     if (head - 1 < b.bump) {
       link_of(p) = b.free_head;
       b.free_head = head;
