@@ -29,14 +29,6 @@ namespace {
 // Owner generations stay below the all-ones value, which is the stranger id.
 constexpr uint32_t kMaxGeneration = (1u << (31 - heap::kOwnerSlotBits)) - 2;
 
-bool params_valid(const heap::HeapParams& p) {
-  return p.small_max % heap::kGranule == 0 && p.medium_max % heap::kGranule == 0 &&
-         p.small_max < p.medium_max && p.medium_max < heap::kMaxSegregatedClasses * heap::kGranule &&
-         p.medium_max < p.large_max && p.small_block_pages >= 1 && p.medium_block_pages >= 1 &&
-         p.medium_max <= p.medium_block_pages * heap::kPageSize &&
-         p.large_max + 2 * sizeof(heap::ChunkHeader) + p.medium_max <= p.large_block_pages * heap::kPageSize;
-}
-
 uint64_t random_secret() {
   uint64_t s = 0;
   if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s) {
@@ -50,7 +42,7 @@ uint64_t random_secret() {
 }  // namespace
 
 Arena* Arena::create(const ArenaOptions& options) {
-  if (!params_valid(options.params) || options.max_threads == 0 ||
+  if (!heap::params_valid(options.params) || options.max_threads == 0 ||
       options.max_threads > heap::kMaxOwnerSlots) {
     errno = EINVAL;
     return nullptr;

@@ -1,5 +1,7 @@
 #include "client/options.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -34,6 +36,13 @@ const char* env_or_default(const char* name) {
 
 unsigned long number(const char* name) { return std::strtoul(env_or_default(name), nullptr, 10); }
 
+// stderr without stdio: this runs inside the first malloc.
+void warn(const char* text) {
+  if (quiet()) return;
+  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
 }  // namespace
 
 const Option* options_table(size_t* count) {
@@ -57,6 +66,27 @@ ArenaOptions process_arena_options() {
   o.params.medium_max = static_cast<uint32_t>(number("MEMD_MEDIUM_MAX"));
   o.params.large_max = static_cast<uint32_t>(number("MEMD_LARGE_MAX"));
   o.params.large_block_pages = static_cast<uint32_t>(number("MEMD_LARGE_BLOCK_PAGES"));
+  // A bad setting must not take the program down with it: say so, and run
+  // with the defaults it would otherwise have had.
+  if (!heap::params_valid(o.params)) {
+    warn("memd: MEMD_SMALL_MAX/MEDIUM_MAX/LARGE_MAX/LARGE_BLOCK_PAGES out of range "
+         "(large objects up to 32768 bytes, boundaries in order); using the defaults\n");
+    heap::HeapParams defaults;
+    o.params.small_max = defaults.small_max;
+    o.params.medium_max = defaults.medium_max;
+    o.params.large_max = defaults.large_max;
+    o.params.small_block_pages = defaults.small_block_pages;
+    o.params.medium_block_pages = defaults.medium_block_pages;
+    o.params.large_block_pages = defaults.large_block_pages;
+  }
+  if (o.max_threads == 0 || o.max_threads > heap::kMaxOwnerSlots) {
+    warn("memd: MEMD_MAX_THREADS must be 1..4096; using 4096\n");
+    o.max_threads = heap::kMaxOwnerSlots;
+  }
+  if (o.reserve_bytes == 0) {
+    warn("memd: MEMD_RESERVE_GB must be at least 1; using 64\n");
+    o.reserve_bytes = size_t{64} << 30;
+  }
   return o;
 }
 

@@ -326,12 +326,10 @@ bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
   return first->size == bytes && load_state(first) == kChunkFree;
 }
 
-void LargeHeap::unbin_block(PageIndex block) {
-  char* base = region_.page_address(block);
-  char* end = base + block_bytes_;
-  for (auto* c = reinterpret_cast<ChunkHeader*>(base); c; c = next_chunk(c, end)) {
-    if (load_state(c) == kChunkFree) bin_remove(c);
-  }
+void LargeHeap::forget_bins() {
+  std::fill(std::begin(head_), std::end(head_), kNoOffset);
+  std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
+  summary_ = 0;
 }
 
 void LargeHeap::add_block(PageIndex block) {

@@ -51,6 +51,9 @@ inline constexpr uint32_t kChunkAlign = 16;
 
 enum class LargeFreeResult { kFreed, kBlockEmpty, kInvalid, kDoubleFree };
 
+// The largest large_max the free-list table covers (exact bins of 16 bytes).
+inline constexpr uint32_t kLargeMaxLimit = 32768;
+
 class LargeHeap {
  public:
   void init(const Region& r, uint32_t large_max, uint32_t block_pages, uint64_t secret);
@@ -86,8 +89,8 @@ class LargeHeap {
   // happens at adoption). Returns whether every chunk is now free.
   static bool collect_abandoned(const Region& r, PageIndex block);
 
-  // Drops every free chunk of `block` from the bins (before abandoning it).
-  void unbin_block(PageIndex block);
+  // Empties the bins (the heap is being torn down; blocks stay listed).
+  void forget_bins();
 
   // Validates `p` as a live chunk of a large block; returns its header.
   static ChunkHeader* header_of(const Region& r, uint64_t secret, PageIndex block, void* p);
@@ -105,7 +108,7 @@ class LargeHeap {
   void drop_block(PageIndex block);
 
  private:
-  static constexpr uint32_t kBins = 2051;
+  static constexpr uint32_t kBins = (kLargeMaxLimit + sizeof(ChunkHeader)) / kChunkAlign + 2;
   static constexpr uint32_t kQuickMaxChunk = 16384 + 16;
   static constexpr uint32_t kQuickBytes = 256 * 1024;
   static constexpr uint32_t kQuickBins = kQuickMaxChunk / 16 + 1;

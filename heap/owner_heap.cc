@@ -423,14 +423,16 @@ void OwnerHeap::abandon_all() {
     cl.cur = &empty_block;
     cl.empty_kept = 0;
   }
-  // The large heap is torn down whole: merge its quick cache, then release
-  // or abandon each block; its bins are forgotten (an adopter rebuilds them).
+  // The large heap is torn down whole. Merge its quick cache while the bins
+  // are still good, then forget the bins: blocks released below may be
+  // reused by other threads at once, so no bin link may point into them.
+  // Each block's remote frees are then merged without bins.
   large_.flush_quick([](PageIndex) {});
+  large_.forget_bins();
   while (large_.first_block() != kNoPage) {
     PageIndex p = large_.first_block();
     large_.drop_block(p);
-    large_.collect_remote(p);
-    retire_block(p, large_.block_is_empty(p));
+    retire_block(p, LargeHeap::collect_abandoned(region_, p));
   }
   kept_empty_large_ = kNoPage;
   large_.init(region_, region_.header->params.large_max, region_.header->params.large_block_pages, secret_);

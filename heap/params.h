@@ -39,4 +39,9 @@ struct HeapParams {
   uint32_t empty_blocks_per_class = 1;  // empty blocks a thread heap keeps per class
 };
 
+// Whether the parameters describe a heap this code can run: boundaries in
+// order, classes and objects that fit their blocks, large_max within the
+// large-object table.
+bool params_valid(const HeapParams& params);
+
 }  // namespace memd::heap
