@@ -9,6 +9,10 @@
 #include <cerrno>
 #include <new>
 
+#if defined(MEMD_SANITIZER_ADDRESS)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace memd::client {
 
 using heap::AcquiredBlock;
@@ -25,6 +29,21 @@ uint32_t now_ms() {
 }
 
 namespace {
+
+// In AddressSanitizer builds, pages the page heap holds free are poisoned,
+// so that any write the heap (or a program) makes into a released block is
+// reported where it happens, whether or not the pages were reused yet.
+#if defined(MEMD_SANITIZER_ADDRESS)
+void poison(const heap::Region& r, PageIndex first, PageCount n) {
+  ASAN_POISON_MEMORY_REGION(r.page_address(first), n.bytes());
+}
+void unpoison(const heap::Region& r, PageIndex first, PageCount n) {
+  ASAN_UNPOISON_MEMORY_REGION(r.page_address(first), n.bytes());
+}
+#else
+void poison(const heap::Region&, PageIndex, PageCount) {}
+void unpoison(const heap::Region&, PageIndex, PageCount) {}
+#endif
 
 // Owner generations stay below the all-ones value, which is the stranger id.
 constexpr uint32_t kMaxGeneration = (1u << (31 - heap::kOwnerSlotBits)) - 2;
@@ -148,6 +167,7 @@ AcquiredBlock Arena::acquire(PageKind kind, uint16_t cls, heap::OwnerId owner) {
     errno = saved;
     return {};
   }
+  unpoison(region_, run.first, PageCount{pages});
   BlockDesc& b = region_.block(run.first);
   b.remote_head.store(0, std::memory_order_relaxed);
   b.pending_next.store(0, std::memory_order_relaxed);
@@ -158,6 +178,7 @@ AcquiredBlock Arena::acquire(PageKind kind, uint16_t cls, heap::OwnerId owner) {
 
 void Arena::release(PageIndex block) {
   uint32_t now = now_ms();
+  poison(region_, block, region_.block(block).pages);
   lock();
   heap::page_heap_free(region_, block, region_.block(block).pages, now);
   sweep_if_hinted_locked(now);
@@ -189,6 +210,7 @@ void Arena::sweep_abandoned_locked(uint32_t now) {
       }
       *link = b.next;
       abandoned_count_.fetch_sub(1, std::memory_order_relaxed);
+      poison(region_, p, b.pages);
       heap::page_heap_free(region_, p, b.pages, now);
     }
   }
@@ -217,6 +239,7 @@ AcquiredBlock Arena::acquire_huge(PageCount pages, PageCount align) {
   heap::RunAllocation run = heap::page_heap_alloc(region_, source_, pages, PageKind::kHuge, 0, align);
   int saved = errno;
   maybe_purge_locked_then_unlock(now_ms());
+  if (run.first != kNoPage) unpoison(region_, run.first, pages);
   errno = saved;
   return {run.first, run.zeroed, false};
 }
@@ -228,8 +251,13 @@ bool Arena::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
   lock();
   PageCount have = region_.block(first).pages;
   bool ok = true;
-  if (want < have) heap::page_heap_shrink(region_, first, have, want, now);
-  else ok = heap::page_heap_extend(region_, first, have, want, zeroed);
+  if (want < have) {
+    poison(region_, first + want, PageCount{have.value - want.value});
+    heap::page_heap_shrink(region_, first, have, want, now);
+  } else {
+    ok = heap::page_heap_extend(region_, first, have, want, zeroed);
+    if (ok) unpoison(region_, first + have, PageCount{want.value - have.value});
+  }
   maybe_purge_locked_then_unlock(now);
   return ok;
 }
@@ -365,6 +393,7 @@ void Arena::clear() {
     PageCount n = region_.block(p).pages;
     if (kind == PageKind::kSegregated || kind == PageKind::kLarge || kind == PageKind::kHuge) {
       heap::set_owner(region_.block(p), heap::kNoOwner);
+      poison(region_, p, n);
       heap::page_heap_free(region_, p, n, now);
     }
     i += n.value;

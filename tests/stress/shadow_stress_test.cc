@@ -54,12 +54,19 @@ bool intact(const Shadow& s, size_t filled, size_t upto) {
   return ok;
 }
 
-size_t random_size(std::mt19937_64& rng) {
+// Per-mille shares of small, medium and large requests; the rest are huge.
+struct SizeMix {
+  int small, medium, large;
+};
+constexpr SizeMix kMixed{700, 180, 110};
+constexpr SizeMix kLargeHeavy{100, 50, 840};
+
+size_t random_size(std::mt19937_64& rng, const SizeMix& mix) {
   uint64_t r = rng() % 1000;
-  if (r < 700) return rng() % 129;          // small
-  if (r < 880) return 128 + rng() % 369;    // medium
-  if (r < 990) return 497 + rng() % 32300;  // large
-  return 32769 + rng() % (1 << 20);         // huge
+  if (r < uint64_t(mix.small)) return rng() % 129;
+  if (r < uint64_t(mix.small + mix.medium)) return 128 + rng() % 369;
+  if (r < uint64_t(mix.small + mix.medium + mix.large)) return 497 + rng() % 32300;
+  return 32769 + rng() % (1 << 20);
 }
 
 struct Inbox {
@@ -76,19 +83,18 @@ long ops_per_thread() {
 #endif
 }
 
-TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
+void run_stress(const SizeMix& mix, long ops) {
   auto created = Heap::create();
   ASSERT_TRUE(created.ok());
   Heap& heap = **created;
   const int kThreads = std::getenv("MEMD_STRESS_THREADS") ? std::atoi(std::getenv("MEMD_STRESS_THREADS")) : 4;
-  const long kOps = ops_per_thread();
+  const long kOps = ops;
   std::vector<Inbox> inboxes(kThreads);
   std::atomic<uint64_t> next_id{1};
   std::atomic<long> failures{0};
+  constexpr int kGenerations = 4;
 
-  auto worker = [&](int t) {
-    std::mt19937_64 rng(1000 + t);
-    std::vector<Shadow> live;
+  auto run_ops = [&](int t, int generation, std::mt19937_64& rng, std::vector<Shadow>& live) {
     auto fail = [&](const char* what, const Shadow& s) {
       if (failures.fetch_add(1) < 10) ADD_FAILURE() << what << " id " << s.id << " size " << s.size;
     };
@@ -96,10 +102,10 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
       if (!intact(s, s.size, s.size)) fail("pattern broken at free", s);
       heap.free(s.p);
     };
-    for (long op = 0; op < kOps; ++op) {
+    for (long op = generation * kOps / kGenerations; op < (generation + 1) * kOps / kGenerations; ++op) {
       uint64_t r = rng() % 100;
       if (r < 45 || live.empty()) {
-        Shadow s{nullptr, random_size(rng), next_id.fetch_add(1)};
+        Shadow s{nullptr, random_size(rng, mix), next_id.fetch_add(1)};
         size_t align = rng() % 20 == 0 ? size_t{1} << (3 + rng() % 10) : 0;
         bool zero = align == 0 && rng() % 10 == 0;
         s.p = static_cast<unsigned char*>(align ? heap.alloc_aligned(s.size, align)
@@ -122,7 +128,7 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
       } else if (r < 90) {
         size_t i = rng() % live.size();
         Shadow& s = live[i];
-        size_t new_size = std::max<size_t>(1, random_size(rng));  // resize(p, 0) frees
+        size_t new_size = std::max<size_t>(1, random_size(rng, mix));  // resize(p, 0) frees
         if (!intact(s, s.size, s.size)) fail("pattern broken before resize", s);
         auto* q = static_cast<unsigned char*>(heap.resize(s.p, new_size));
         if (q == nullptr) { fail("resize failed", s); continue; }
@@ -150,9 +156,23 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
         for (const Shadow& s : got) release(s);
       }
     }
-    for (const Shadow& s : live) release(s);
   };
 
+  // A logical worker runs its operations in kGenerations threads, one after
+  // the other, carrying its live objects over: each thread's exit abandons
+  // its blocks while the other workers keep allocating and freeing, and the
+  // next thread frees what the dead one allocated.
+  auto worker = [&](int t) {
+    std::mt19937_64 rng(1000 + t);
+    std::vector<Shadow> live;
+    for (int g = 0; g < kGenerations; ++g) {
+      std::thread([&, g] { run_ops(t, g, rng, live); }).join();
+    }
+    for (const Shadow& s : live) {
+      if (!intact(s, s.size, s.size) && failures.fetch_add(1) < 10) ADD_FAILURE() << "pattern broken at exit";
+      heap.free(s.p);
+    }
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
   for (auto& th : threads) th.join();
@@ -169,6 +189,16 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
   HeapStats st = heap.stat();
   EXPECT_EQ(st.busy_objects, 0u);
   EXPECT_EQ(st.pages_in_use, 0u);
+}
+
+TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
+  run_stress(kMixed, ops_per_thread());
+}
+
+// Mostly large objects, whose heap is torn down with every thread exit while
+// the other threads go on allocating from pages the exiting one gives back.
+TEST(ShadowStress, LargeObjectsAcrossThreadExitsStayIntact) {
+  run_stress(kLargeHeavy, ops_per_thread() / 4);
 }
 
 }  // namespace
