@@ -21,21 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "test_rng.h"
+
 namespace {
 
 constexpr int kForks = 12;
 constexpr int kBackgroundThreads = 2;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint32_t below(uint32_t n) { return static_cast<uint32_t>(next() % n); }
-};
 
 uint32_t pick_size(Rng& r) {
   uint32_t c = r.below(1000);

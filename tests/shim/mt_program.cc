@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_rng.h"
+
 namespace {
 
 constexpr int kThreads = 4;
@@ -51,16 +53,6 @@ void fail(const char* what, uint64_t id) {
   if (g_errors.fetch_add(1) < 20) fprintf(stderr, "mt_program: %s (object %" PRIx64 ")\n", what, id);
 }
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  uint32_t below(uint32_t n) { return static_cast<uint32_t>(next() % n); }
-};
 
 // In one round half the objects are large (best-fit chunks in shared
 // blocks, freed remotely by the receiving thread): that heap has the most
