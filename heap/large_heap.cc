@@ -39,18 +39,8 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   quick_bytes_ = 0;
 }
 
-uint32_t LargeHeap::bin_of(uint32_t chunk_size) const {
-  // Exact bins up to the largest large object; one bin for bigger free chunks.
-  return chunk_size <= max_binned_ ? chunk_size / kChunkAlign : kBins - 1;
-}
-
 void LargeHeap::set_check(ChunkHeader* c) const {
   c->check = static_cast<uint32_t>(secret_ ^ offset_of(c));
-}
-
-ChunkHeader* LargeHeap::next_chunk(ChunkHeader* c, const char* block_end) const {
-  char* n = reinterpret_cast<char*>(c) + c->size;
-  return n < block_end ? reinterpret_cast<ChunkHeader*>(n) : nullptr;
 }
 
 void LargeHeap::bin_insert(ChunkHeader* c) {

@@ -115,10 +115,16 @@ class LargeHeap {
   static constexpr uint32_t kBinWords = (kBins + 63) / 64;
   static_assert(kBinWords <= 64, "the summary word covers every bin word");
 
-  uint32_t bin_of(uint32_t chunk_size) const;
+  // Exact bins up to the largest large object; one bin for bigger free chunks.
+  uint32_t bin_of(uint32_t chunk_size) const {
+    return chunk_size <= max_binned_ ? chunk_size / kChunkAlign : kBins - 1;
+  }
   ChunkHeader* chunk_at(Offset off) const { return reinterpret_cast<ChunkHeader*>(region_.data + off); }
   Offset offset_of(const ChunkHeader* c) const { return reinterpret_cast<const char*>(c) - region_.data; }
-  ChunkHeader* next_chunk(ChunkHeader* c, const char* block_end) const;
+  ChunkHeader* next_chunk(ChunkHeader* c, const char* block_end) const {
+    char* n = reinterpret_cast<char*>(c) + c->size;
+    return n < block_end ? reinterpret_cast<ChunkHeader*>(n) : nullptr;
+  }
   void bin_insert(ChunkHeader* c);
   void bin_remove(ChunkHeader* c);
   ChunkHeader* find_fit(uint32_t need);
