@@ -52,13 +52,13 @@ class OwnerHeap {
   const Region& region() const { return region_; }
 
   // Any size; nullptr with errno ENOMEM when memory runs out.
-  inline void* alloc(size_t size) {
+  __attribute__((always_inline)) inline void* alloc(size_t size) {
     if (__builtin_expect(size <= medium_max_, 1)) {
       return alloc_segregated(SizeClasses::class_of(size));
     }
     return alloc_big(size, 0, nullptr);
   }
-  inline void* alloc_segregated(uint32_t cls) {
+  __attribute__((always_inline)) inline void* alloc_segregated(uint32_t cls) {
     ClassList& cl = lists_[cls];
     char* p = block_pop(*cl.cur, cl.cur_base, cl.size);
     if (__builtin_expect(p != nullptr, 1)) return p;
@@ -70,7 +70,7 @@ class OwnerHeap {
   void* alloc_aligned(size_t size, size_t align);
 
   // REQUIRES: region().contains(p).
-  inline FreeStatus free(void* p) {
+  __attribute__((always_inline)) inline FreeStatus free(void* p) {
     Offset off = static_cast<char*>(p) - data_;
     PageDesc d = PageDesc::unpack(page_descs_[off >> kPageShift].load(std::memory_order_acquire));
     if (__builtin_expect(d.kind == PageKind::kSegregated, 1)) {

@@ -83,8 +83,9 @@ void report(FreeStatus s, const char* call, const void* p, const void* caller) {
                                   call, p, caller);
 }
 
+// Not the fast path: a thread without a heap (exiting, or one that never
+// allocated), a pointer outside the arena, or the bootstrap heap's memory.
 __attribute__((noinline)) void release_slow(void* p, const void* caller) {
-  // No thread heap (an exiting thread, or one that never allocated).
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
     FreeStatus s = a->arena->stranger()->free(p);
@@ -95,17 +96,16 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
   report(FreeStatus::kInvalid, "free", p, caller);
 }
 
-inline void release(void* p, const void* caller) {
+// The fast path computes no caller address: only the reports need one.
+__attribute__((always_inline)) inline void release(void* p) {
   if (UNLIKELY(p == nullptr)) return;
   OwnerHeap* h = current_heap();
   if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
     FreeStatus s = h->free(p);
-    if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
+    if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, __builtin_return_address(0));
     return;
   }
-  if (h == nullptr) return release_slow(p, caller);
-  if (memd::client::bootstrap_contains(p)) return;
-  report(FreeStatus::kInvalid, "free", p, caller);
+  release_slow(p, __builtin_return_address(0));
 }
 
 bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
@@ -124,8 +124,8 @@ void* new_or_throw(size_t size, size_t align) {
 
 MEMD_EXPORT void* malloc(size_t size) { return alloc(size); }
 
-MEMD_EXPORT void free(void* p) { release(p, __builtin_return_address(0)); }
-MEMD_EXPORT void cfree(void* p) { release(p, __builtin_return_address(0)); }
+MEMD_EXPORT void free(void* p) { release(p); }
+MEMD_EXPORT void cfree(void* p) { release(p); }
 
 MEMD_EXPORT void* calloc(size_t count, size_t size) {
   size_t total;
@@ -140,7 +140,7 @@ MEMD_EXPORT void* calloc(size_t count, size_t size) {
 MEMD_EXPORT void* realloc(void* p, size_t size) {
   if (p == nullptr) return alloc(size);
   if (size == 0) {
-    release(p, __builtin_return_address(0));
+    release(p);
     return nullptr;
   }
   const ArenaHandle* a = memd::client::process_arena_if_created();
@@ -258,7 +258,7 @@ __attribute__((visibility("default"))) void* operator new[](size_t n, std::align
 }
 
 #define MEMD_DELETE(...) \
-  __attribute__((visibility("default"))) void __VA_ARGS__ noexcept { release(p, __builtin_return_address(0)); }
+  __attribute__((visibility("default"))) void __VA_ARGS__ noexcept { release(p); }
 MEMD_DELETE(operator delete(void* p))
 MEMD_DELETE(operator delete[](void* p))
 MEMD_DELETE(operator delete(void* p, const std::nothrow_t&))
