@@ -108,11 +108,12 @@ bool Arena::init(const ArenaOptions& options) {
 }
 
 heap::OwnerHeap* Arena::attach_thread() {
+  // The lowest free slot: a new thread reuses the thread heap (and the
+  // memory it has touched) of the last thread to leave, instead of warming
+  // up a new one. The hint says no slot below it is free.
   lock();
   heap::RegionHeader* h = region_.header;
-  uint32_t start = h->next_owner_hint.load(std::memory_order_relaxed);
-  for (uint32_t k = 0; k < max_threads_; ++k) {
-    uint32_t slot = (start + k) % max_threads_;
+  for (uint32_t slot = h->next_owner_hint.load(std::memory_order_relaxed); slot < max_threads_; ++slot) {
     heap::OwnerSlot& s = region_.slots[slot];
     if (s.in_use.load(std::memory_order_relaxed)) continue;
     s.in_use.store(1, std::memory_order_relaxed);
@@ -133,8 +134,12 @@ heap::OwnerHeap* Arena::attach_thread() {
 
 void Arena::detach_thread(heap::OwnerHeap* oh) {
   oh->abandon_all();
+  uint32_t slot = heap::slot_of(oh->id());
   lock();
-  region_.slots[heap::slot_of(oh->id())].in_use.store(0, std::memory_order_relaxed);
+  region_.slots[slot].in_use.store(0, std::memory_order_relaxed);
+  if (slot < region_.header->next_owner_hint.load(std::memory_order_relaxed)) {
+    region_.header->next_owner_hint.store(slot, std::memory_order_relaxed);
+  }
   unlock();
 }
 
