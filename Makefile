@@ -6,9 +6,6 @@ JOBS ?= $(shell nproc)
 setup:
 	@bash tools/setup.sh
 
-build/%/build.ninja: setup
-	cmake --preset $*
-
 build: setup
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)

@@ -2,6 +2,7 @@
 #include "client/heap.h"
 
 #include <gtest/gtest.h>
+#include <sys/sysinfo.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -335,6 +336,30 @@ TEST_F(HeapTest, AHeapThatRefaultsWhatItDiscardedLearnsToKeepIt) {
   for (int i = 0; i < 20; ++i) round();
   EXPECT_EQ(heap.stat().pages_discarded_total, discarded);
   EXPECT_EQ(heap.stat().pages_dirty, 2048u);
+}
+
+TEST_F(HeapTest, PressureModeKeepsEmptyPagesWhileMemoryIsPlentiful) {
+  struct sysinfo si;
+  ASSERT_EQ(sysinfo(&si), 0);
+  if ((uint64_t{si.freeram} + si.bufferram) * 4 < uint64_t{si.totalram}) {
+    GTEST_SKIP() << "this machine is short of memory now";
+  }
+  HeapOptions o;
+  o.params.discard_mode = heap::DiscardMode::kPressure;
+  auto created = Heap::create(o);
+  ASSERT_TRUE(created.ok());
+  Heap& heap = **created;
+  std::vector<void*> v;
+  for (int i = 0; i < 64; ++i) {
+    v.push_back(heap.alloc(1 << 20));
+    std::memset(v.back(), 1, 1 << 20);
+  }
+  for (void* p : v) heap.free(p);
+  HeapStats s = heap.stat();
+  EXPECT_EQ(s.pages_discarded_total, 0u);  // far above every hysteresis limit, yet kept
+  EXPECT_GE(s.pages_dirty, 64u * 256);
+  heap.compact();  // an explicit compaction still gives everything back
+  EXPECT_EQ(heap.stat().pages_dirty, 0u);
 }
 
 TEST_F(HeapTest, DiscardedRunsGiveTheirDescriptorPagesBackAndStayConsistent) {
