@@ -98,7 +98,6 @@ def build_document(args, workloads, allocators, skipped, runs, micro_doc):
     names = [a.name for a in allocators]
     doc = {
         "command": "python3 " + " ".join(shlex.quote(a) for a in sys.argv),
-        "cwd": os.getcwd(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine.describe(),
         "packages": machine.package_versions(alloc_mod.PEER_PACKAGES),

@@ -21,7 +21,7 @@ def _header(doc):
         lines += ["> **PROBLEMS — these results are not trustworthy:**", ">"]
         lines += [f"> - {p}" for p in doc["problems"]] + [""]
     lines += [
-        f"- Command: `{doc['command']}` (in `{doc['cwd']}`)",
+        f"- Command: `{doc['command']}` (from the top of the source tree)",
         f"- Date: {doc['date']}",
         f"- Machine: `{m['uname']}`",
         f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}, kernel {m['kernel']}",
