@@ -107,12 +107,8 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
     return nullptr;
   }
   *zeroed = false;
-  if (align <= kChunkAlign && need < kQuickMaxChunk && quick_[need / kChunkAlign] != kNoOffset) {
-    ChunkHeader* q = chunk_at(quick_[need / kChunkAlign]);
-    quick_[need / kChunkAlign] = *reinterpret_cast<Offset*>(q + 1);
-    quick_bytes_ -= q->size;
-    store_state(q, kChunkBusy);
-    return q + 1;
+  if (align <= kChunkAlign) {
+    if (void* q = try_quick(size)) return q;
   }
   ChunkHeader* c = find_fit(search);
   // Chunk headers and free-list links are written all over a large block, so

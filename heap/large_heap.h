@@ -61,6 +61,19 @@ class LargeHeap {
   // REQUIRES: medium_max < size <= large_max, align a power of two <= 4096.
   void* alloc(BlockSource& source, OwnerId owner, size_t size, size_t align, bool* zeroed);
 
+  // A quick-cached chunk for `size` bytes (16-byte aligned), or nullptr.
+  void* try_quick(size_t size) {
+    uint32_t need = static_cast<uint32_t>((size + kChunkAlign - 1) & ~size_t{kChunkAlign - 1}) +
+                    uint32_t{sizeof(ChunkHeader)};
+    if (need < min_chunk_) need = min_chunk_;
+    if (need >= kQuickMaxChunk || quick_[need / kChunkAlign] == ~Offset{0}) return nullptr;
+    ChunkHeader* q = chunk_at(quick_[need / kChunkAlign]);
+    quick_[need / kChunkAlign] = *reinterpret_cast<Offset*>(q + 1);
+    quick_bytes_ -= q->size;
+    __atomic_store_n(&q->state, kChunkBusy, __ATOMIC_RELEASE);
+    return q + 1;
+  }
+
   // Frees a chunk of a block this heap owns. kBlockEmpty: the block is now one
   // free chunk and has been taken out of the bins; the caller decides whether
   // to keep or release it (reinsert with keep_empty_block).

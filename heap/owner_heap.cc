@@ -28,6 +28,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   classes_ = classes;
   source_ = source;
   id_ = id;
+  my_slot_ = &r.slots[slot_of(id)];
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
@@ -146,6 +147,13 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
   bool fresh = false;
   void* p;
   if (size <= classes_->large_max() && align <= kPageSize) {
+    // A chunk of this very size freed lately: no pending work needed first.
+    if (align <= kChunkAlign) {
+      if (void* q = large_.try_quick(size)) {
+        if (zeroed) *zeroed = false;
+        return q;
+      }
+    }
     take_pending();
     p = large_.alloc(*source_, id_, size, align, &fresh);
     if (p != nullptr && locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
@@ -285,6 +293,7 @@ void OwnerHeap::handle_pending_block(PageIndex p) {
 }
 
 void OwnerHeap::take_pending() {
+  if (!pending_nonempty(my_slot_)) return;
   for (uint32_t head = pending_take(region_, id_); head != 0;) {
     PageIndex p{head - 1};
     if (pending_settle(region_, id_, p, &head)) handle_pending_block(p);

@@ -177,6 +177,7 @@ class OwnerHeap {
   const SizeClasses* classes_ = nullptr;
   BlockSource* source_ = nullptr;
   OwnerId id_ = kNoOwner;
+  const OwnerSlot* my_slot_ = nullptr;
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse

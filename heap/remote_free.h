@@ -48,6 +48,12 @@ void notify_owner(const Region& r, PageIndex block);
 // Owner side: opens slot `slot` for generation `gen` (a fresh thread heap).
 void pending_open(const Region& r, OwnerId id);
 
+// Owner side: whether anything waits on the stack (one relaxed load).
+inline bool pending_nonempty(const OwnerSlot* slot) {
+  uint32_t head = static_cast<uint32_t>(slot->pending.load(std::memory_order_relaxed));
+  return head != 0 && head != kPendingClosed;
+}
+
 // Owner side: takes every block pushed since the last call. Returns the first
 // block page + 1 (0: none). Walk the list with pending_settle.
 uint32_t pending_take(const Region& r, OwnerId id);
