@@ -104,6 +104,7 @@ bool Arena::init(const ArenaOptions& options) {
   stranger_ = new (owner_heap(max_threads_)) heap::OwnerHeap();
   stranger_->init(region_, &classes_, this, ((kMaxGeneration + 1) << heap::kOwnerSlotBits) |
                                               (heap::kMaxOwnerSlots - 1));
+  stranger_->disable_huge_cache();
   return true;
 }
 
@@ -244,7 +245,10 @@ AcquiredBlock Arena::acquire_huge(PageCount pages, PageCount align) {
   heap::RunAllocation run = heap::page_heap_alloc(region_, source_, pages, PageKind::kHuge, 0, align);
   int saved = errno;
   maybe_purge_locked_then_unlock(now_ms());
-  if (run.first != kNoPage) unpoison(region_, run.first, pages);
+  if (run.first != kNoPage) {
+    unpoison(region_, run.first, pages);
+    region_.block(run.first).owner_word.store(0, std::memory_order_release);  // live: unclaimed
+  }
   errno = saved;
   return {run.first, run.zeroed, false};
 }

@@ -145,9 +145,11 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes) {
       const char* why = nullptr;
       check_large(r, p, b, &s, &why);
     } else if (d.kind == PageKind::kHuge) {
+      // A freed run a thread keeps for reuse has its owner word set.
+      bool live = b.owner_word.load(std::memory_order_acquire) == 0;
       ++s.huge_objects;
-      ++s.busy_objects;
-      s.busy_bytes += b.pages.bytes();
+      ++(live ? s.busy_objects : s.free_objects);
+      (live ? s.busy_bytes : s.free_bytes) += b.pages.bytes();
     }
     i += n;
   }
@@ -272,7 +274,7 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
       return nullptr;
     }
     case PageKind::kHuge:
-      return base;
+      return b.owner_word.load(std::memory_order_acquire) == 0 ? base : nullptr;
     default:
       return nullptr;
   }

@@ -182,6 +182,8 @@ struct Region {
     return {static_cast<uint32_t>(&b - blocks)};
   }
   char* page_address(PageIndex p) const { return data + (size_t{p.value} << kPageShift); }
+  // The page's number in this process's address space (for alignment).
+  uint64_t page_number(PageIndex p) const { return (reinterpret_cast<uintptr_t>(data) >> kPageShift) + p.value; }
   Offset offset_of(const void* p) const { return static_cast<const char*>(p) - data; }
   // Whether p lies in the region's data pages. Their descriptors are always
   // readable (the page-descriptor table is committed whole, and reads as

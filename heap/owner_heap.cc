@@ -29,6 +29,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   source_ = source;
   id_ = id;
   my_slot_ = &r.slots[slot_of(id)];
+  huge_cache_ = kNoPage;
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
@@ -164,6 +165,16 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
     }
     PageCount pages = pages_for(size);
     PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
+    if (huge_cache_ != kNoPage && region_.block(huge_cache_).pages == pages &&
+        region_.page_number(huge_cache_) % align_pages.value == 0) {
+      // The run this thread freed last, of this very size: no lock, no
+      // descriptor writes, no faults.
+      PageIndex run = huge_cache_;
+      huge_cache_ = kNoPage;
+      region_.block(run).owner_word.store(0, std::memory_order_relaxed);
+      if (zeroed) *zeroed = false;
+      return region_.page_address(run);
+    }
     AcquiredBlock got = source_->acquire_huge(pages, align_pages);
     p = got.first == kNoPage ? nullptr : region_.page_address(got.first);
     fresh = got.zeroed;
@@ -251,7 +262,22 @@ FreeStatus OwnerHeap::free_big(void* p, const PointerInfo& at) {
   }
   if (at.kind == PageKind::kHuge) {
     if (at.in_block != 0) return FreeStatus::kInvalid;
-    source_->release_huge(at.block);
+    // Claim the run: a live huge object has owner word 0. A second free,
+    // even a racing one, finds it taken.
+    BlockDesc& b = region_.block(at.block);
+    uint32_t expected = 0;
+    bool cache = huge_cache_allowed_ && b.pages.value <= kHugeCachePages;
+    if (!b.owner_word.compare_exchange_strong(expected, cache ? id_ << 1 : 1, std::memory_order_acq_rel)) {
+      return FreeStatus::kDoubleFree;
+    }
+    if (!cache) {
+      source_->release_huge(at.block);
+      return FreeStatus::kOk;
+    }
+    // Keep the most recently freed run for this thread's next allocation of
+    // the same size; the one it replaces goes back to the page heap.
+    if (huge_cache_ != kNoPage) source_->release_huge(huge_cache_);
+    huge_cache_ = at.block;
     return FreeStatus::kOk;
   }
   // A free page: most likely freed already; anything else was never ours.
@@ -330,7 +356,9 @@ FreeStatus OwnerHeap::validate(const void* p) const {
       return state == kChunkBusy ? FreeStatus::kOk : FreeStatus::kDoubleFree;
     }
     case PageKind::kHuge:
-      return at.in_block == 0 ? FreeStatus::kOk : FreeStatus::kInvalid;
+      if (at.in_block != 0) return FreeStatus::kInvalid;
+      return region_.block(at.block).owner_word.load(std::memory_order_acquire) == 0 ? FreeStatus::kOk
+                                                                                      : FreeStatus::kDoubleFree;
     case PageKind::kFree:
     case PageKind::kPurging:
       return FreeStatus::kDoubleFree;
@@ -373,7 +401,14 @@ void* OwnerHeap::realloc(void* p, size_t size) {
 
 // --- compaction and exit ---
 
+void OwnerHeap::release_huge_cache() {
+  if (huge_cache_ == kNoPage) return;
+  source_->release_huge(huge_cache_);
+  huge_cache_ = kNoPage;
+}
+
 void OwnerHeap::release_empty() {
+  release_huge_cache();
   take_pending();
   for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
     ClassList& cl = lists_[cls];
@@ -413,6 +448,7 @@ void OwnerHeap::retire_block(PageIndex p, bool empty) {
 }
 
 void OwnerHeap::abandon_all() {
+  release_huge_cache();
   // Settle what was pending; the remote lists are collected below.
   for (uint32_t head = pending_close(region_, id_); head != 0;) {
     pending_settle(region_, id_, PageIndex{head - 1}, &head);

@@ -130,6 +130,9 @@ class OwnerHeap {
   void abandon_all();
   // Forgets every block without touching them (the region was cleared).
   void reset();
+  // Never keep a freed huge run for reuse: for a heap used by many threads
+  // at once (the arena's stranger).
+  void disable_huge_cache() { huge_cache_allowed_ = false; }
 
  private:
   // A doubly linked list of blocks through BlockDesc::prev/next.
@@ -166,6 +169,10 @@ class OwnerHeap {
   void refresh_cur(ClassList& cl);
   void disown_blocking(BlockDesc& b);
   void retire_block(PageIndex p, bool empty);
+  void release_huge_cache();
+
+  // Freed huge runs of up to this many pages may be kept, one per thread.
+  static constexpr uint32_t kHugeCachePages = 256;
 
   // Hot copies of region and class facts.
   char* data_ = nullptr;
@@ -181,6 +188,8 @@ class OwnerHeap {
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
+  PageIndex huge_cache_ = kNoPage;          // the huge run this thread freed last (owner word: ours)
+  bool huge_cache_allowed_ = true;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;
 };

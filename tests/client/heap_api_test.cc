@@ -158,6 +158,7 @@ TEST_F(HeapTest, HugeObjectsGrowInPlaceWhenThePagesAfterAreFree) {
   void* a = heap_->alloc(100000);
   void* b = heap_->alloc(200000);
   heap_->free(b);
+  heap_->compact();  // b's run back in the page heap, not kept for this thread
   EXPECT_EQ(heap_->resize(a, 250000), a);
   EXPECT_EQ(heap_->resize(a, 60000), a);
   heap_->free(a);
@@ -293,26 +294,27 @@ TEST_F(HeapTest, DiscardImmediateReturnsPagesAsSoonAsTheyEmpty) {
   o.params.discard_mode = heap::DiscardMode::kImmediate;
   auto h = Heap::create(o);
   ASSERT_TRUE(h.ok());
-  void* p = (*h)->alloc(1 << 20);
-  std::memset(p, 1, 1 << 20);
+  void* p = (*h)->alloc(2 << 20);  // above what a thread keeps for reuse
+  std::memset(p, 1, 2 << 20);
   (*h)->free(p);
   HeapStats s = (*h)->stat();
   EXPECT_EQ(s.pages_dirty, 0u);
-  EXPECT_GE(s.pages_discarded_total, 256u);
+  EXPECT_GE(s.pages_discarded_total, 512u);
 }
 
 TEST_F(HeapTest, HysteresisKeepsAFewEmptyPagesForReuse) {
   HeapOptions o;
   o.params.dirty_decay_ms = 1u << 30;  // no decay while the test runs, however slow
+  o.params.dirty_floor_pages = 1024;
   auto created = Heap::create(o);
   ASSERT_TRUE(created.ok());
   Heap& heap = **created;
-  void* p = heap.alloc(1 << 20);
-  std::memset(p, 1, 1 << 20);
+  void* p = heap.alloc(2 << 20);  // above what a thread keeps for reuse
+  std::memset(p, 1, 2 << 20);
   heap.free(p);
   HeapStats s = heap.stat();
-  EXPECT_EQ(s.pages_dirty, 256u);  // within the 1 MiB floor: kept
-  EXPECT_EQ(heap.alloc(1 << 20), p);  // and reused without a fault storm
+  EXPECT_EQ(s.pages_dirty, 512u);  // within the 4 MiB floor: kept
+  EXPECT_EQ(heap.alloc(2 << 20), p);  // and reused without a fault storm
 }
 
 TEST_F(HeapTest, AHeapThatRefaultsWhatItDiscardedLearnsToKeepIt) {
@@ -338,6 +340,24 @@ TEST_F(HeapTest, AHeapThatRefaultsWhatItDiscardedLearnsToKeepIt) {
   EXPECT_EQ(heap.stat().pages_dirty, 2048u);
 }
 
+TEST_F(HeapTest, AThreadReusesTheHugeRunItFreedLast) {
+  void* p = heap_->alloc(100000);
+  heap_->free(p);
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);  // kept for reuse, but free
+  EXPECT_EQ(heap_->addr(p), nullptr);
+  unsigned long errors = client::error_count();
+  heap_->free(p);  // a double free of a kept run is still caught
+  EXPECT_EQ(client::error_count(), errors + 1);
+  EXPECT_EQ(heap_->alloc(100000), p);  // same size: the same run
+  void* other = heap_->alloc(200000);  // another size: another run
+  EXPECT_NE(other, p);
+  heap_->free(other);
+  heap_->free(p);
+  heap_->compact();  // kept runs go back too
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, PressureModeKeepsEmptyPagesWhileMemoryIsPlentiful) {
   struct sysinfo si;
   ASSERT_EQ(sysinfo(&si), 0);
@@ -350,14 +370,14 @@ TEST_F(HeapTest, PressureModeKeepsEmptyPagesWhileMemoryIsPlentiful) {
   ASSERT_TRUE(created.ok());
   Heap& heap = **created;
   std::vector<void*> v;
-  for (int i = 0; i < 64; ++i) {
-    v.push_back(heap.alloc(1 << 20));
-    std::memset(v.back(), 1, 1 << 20);
+  for (int i = 0; i < 32; ++i) {
+    v.push_back(heap.alloc(2 << 20));
+    std::memset(v.back(), 1, 2 << 20);
   }
   for (void* p : v) heap.free(p);
   HeapStats s = heap.stat();
   EXPECT_EQ(s.pages_discarded_total, 0u);  // far above every hysteresis limit, yet kept
-  EXPECT_GE(s.pages_dirty, 64u * 256);
+  EXPECT_GE(s.pages_dirty, 32u * 512);
   heap.compact();  // an explicit compaction still gives everything back
   EXPECT_EQ(heap.stat().pages_dirty, 0u);
 }
