@@ -126,7 +126,11 @@ void* Heap::addr(const void* p) const {
 }
 
 size_t Heap::size(const void* p) const {
-  return heap::region_object_size(handle_.arena->region(), handle_.arena->classes(), p);
+  // The checks free() makes (object start, free tag, chunk state): safe while
+  // other threads allocate and free around p, unlike a walk of free lists.
+  if (!contains(p)) return 0;
+  heap::OwnerHeap* h = client::thread_heap_or_stranger(handle_);
+  return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
 
 }  // namespace memd

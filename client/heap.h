@@ -60,8 +60,11 @@ class Heap {
   absl::Status check();
 
   // If p points into a live object, that object's start; else nullptr.
+  // Walks the block's free lists: exact when no other thread frees into that
+  // block meanwhile (a debugging call, like Vmalloc's vmaddr).
   void* addr(const void* p) const;
-  // The usable size of the live object starting at p; 0 if p is not one.
+  // The usable size of the live object starting at p; 0 if p is not one
+  // (the checks free makes: safe while other threads work on the heap).
   size_t size(const void* p) const;
   bool contains(const void* p) const { return handle_.arena->contains(p); }
 

@@ -280,15 +280,4 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
   }
 }
 
-size_t region_object_size(const Region& r, const SizeClasses& classes, const void* p) {
-  if (region_object_start(r, classes, p) != p) return 0;
-  PageDesc d = r.page(PageIndex{static_cast<uint32_t>(r.offset_of(p) >> kPageShift)});
-  switch (d.kind) {
-    case PageKind::kSegregated: return classes.info(d.cls).size;
-    case PageKind::kLarge: return LargeHeap::usable_size(const_cast<void*>(p));
-    case PageKind::kHuge: return r.block(PageIndex{d.block}).pages.bytes();
-    default: return 0;
-  }
-}
-
 }  // namespace memd::heap

@@ -32,9 +32,8 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes);
 bool region_check(const Region& r, const SizeClasses& classes, char* message, size_t size);
 
 // If p points into a live object, its start; else nullptr (Vmalloc's vmaddr).
+// Walks the block's free lists: exact only while no other thread frees into
+// that block.
 void* region_object_start(const Region& r, const SizeClasses& classes, const void* p);
-
-// Usable bytes of the live object starting at p; 0 if p is not one.
-size_t region_object_size(const Region& r, const SizeClasses& classes, const void* p);
 
 }  // namespace memd::heap
