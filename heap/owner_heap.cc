@@ -175,6 +175,8 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
       if (zeroed) *zeroed = false;
       return region_.page_address(run);
     }
+    // Another size: the kept run is better merged back than kept aside.
+    release_huge_cache();
     AcquiredBlock got = source_->acquire_huge(pages, align_pages);
     p = got.first == kNoPage ? nullptr : region_.page_address(got.first);
     fresh = got.zeroed;
