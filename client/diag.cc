@@ -37,7 +37,6 @@ const char* describe(HeapError e) {
   switch (e) {
     case HeapError::kInvalidPointer: return "pointer not allocated by memd (or not an object start)";
     case HeapError::kDoubleFree: return "double free of";
-    case HeapError::kCorruptList: return "corrupt remote free list (racing double free) in block at";
   }
   return "error at";
 }

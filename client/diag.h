@@ -5,7 +5,7 @@
 
 namespace memd::client {
 
-enum class HeapError { kInvalidPointer, kDoubleFree, kCorruptList };
+enum class HeapError { kInvalidPointer, kDoubleFree };
 
 // Writes "memd: <call>(): <error> 0x<p> (caller 0x<caller>)" and aborts if
 // MEMD_ABORT_ON_ERROR=1. Counts every report (error_count()).

@@ -8,6 +8,12 @@
 namespace memd::client {
 namespace {
 
+struct Option {
+  const char* name;          // environment variable
+  const char* default_text;  // as documented in the README
+  const char* description;
+};
+
 constexpr Option kOptions[] = {
     {"MEMD_RESERVE_GB", "64", "address space reserved for the process heap (GiB); memory is committed as used"},
     {"MEMD_MAX_THREADS", "4096", "threads that may hold a thread heap at once"},
@@ -44,11 +50,6 @@ void warn(const char* text) {
 }
 
 }  // namespace
-
-const Option* options_table(size_t* count) {
-  *count = sizeof(kOptions) / sizeof(kOptions[0]);
-  return kOptions;
-}
 
 ArenaOptions process_arena_options() {
   ArenaOptions o;

@@ -8,15 +8,6 @@
 
 namespace memd::client {
 
-struct Option {
-  const char* name;         // environment variable
-  const char* default_text; // as documented
-  const char* description;
-};
-
-// The table, for documentation and --help style listings.
-const Option* options_table(size_t* count);
-
 // Arena options for the process heap, from the environment.
 ArenaOptions process_arena_options();
 

@@ -33,7 +33,7 @@
 
 namespace memd::heap {
 
-enum class FreeStatus : uint8_t { kOk, kInvalid, kDoubleFree, kNotOurs };
+enum class FreeStatus : uint8_t { kOk, kInvalid, kDoubleFree };
 
 // Where a pointer lives, from its page descriptor.
 struct PointerInfo {

@@ -62,8 +62,12 @@ TEST_F(HeapTest, ObjectsNeverOverlap) {
     auto p = reinterpret_cast<uintptr_t>(heap_->alloc(size));
     size_t n = heap_->size(reinterpret_cast<void*>(p));
     auto it = ranges.lower_bound({p, 0});
-    if (it != ranges.end()) ASSERT_GE(it->first, p + n);
-    if (it != ranges.begin()) ASSERT_LE(std::prev(it)->second, p);
+    if (it != ranges.end()) {
+      ASSERT_GE(it->first, p + n);
+    }
+    if (it != ranges.begin()) {
+      ASSERT_LE(std::prev(it)->second, p);
+    }
     ranges.insert({p, p + n});
   }
   for (auto [lo, hi] : ranges) heap_->free(reinterpret_cast<void*>(lo));
