@@ -1,0 +1,115 @@
+// The large-object heap alone: best fit, splitting, coalescing, the quick
+// cache, alignment and bad frees. Blocks come from a real page heap.
+#include "heap/large_heap.h"
+
+#include <gtest/gtest.h>
+
+#include "disciplines/anonymous.h"
+#include "heap/page_heap.h"
+
+namespace memd::heap {
+namespace {
+
+// Hands out large blocks straight from a page heap (one thread, no lock).
+class PageHeapBlocks final : public BlockSource {
+ public:
+  PageHeapBlocks(const Region& r, MemorySource& s) : r_(r), s_(s) {}
+  AcquiredBlock acquire(PageKind kind, uint16_t, OwnerId) override {
+    RunAllocation run = page_heap_alloc(r_, s_, PageCount{r_.header->params.large_block_pages}, kind, 0);
+    ++acquired;
+    return {run.first, run.zeroed, false};
+  }
+  void release(PageIndex block) override { page_heap_free(r_, block, r_.block(block).pages, 0); }
+  void abandon(PageIndex) override {}
+  AcquiredBlock acquire_huge(PageCount, PageCount) override { return {}; }
+  void release_huge(PageIndex) override {}
+  bool resize_huge(PageIndex, PageCount, bool*) override { return false; }
+  int acquired = 0;
+
+ private:
+  const Region& r_;
+  MemorySource& s_;
+};
+
+class LargeHeapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(source_.reserve(size_t{256} << 20));
+    ASSERT_TRUE(region_format(source_, HeapParams{}, 16, 0x5eed));
+    r_ = Region::attach(source_.base());
+    heap_.init(r_, 32768, 20, 0x5eed);
+  }
+  void* Alloc(size_t n, size_t align = 16) {
+    bool zeroed;
+    void* p = heap_.alloc(blocks_, 1, n, align, &zeroed);
+    EXPECT_NE(p, nullptr);
+    return p;
+  }
+  PageIndex BlockOf(void* p) { return PageIndex{r_.page(PageIndex{uint32_t(r_.offset_of(p) >> kPageShift)}).block}; }
+  LargeFreeResult Free(void* p) { return heap_.free_local(BlockOf(p), p); }
+
+  disciplines::AnonymousSource source_;
+  Region r_;
+  PageHeapBlocks blocks_{r_, source_};
+  LargeHeap heap_;
+};
+
+// Chunks above 16 KiB skip the quick cache: their frees merge at once.
+TEST_F(LargeHeapTest, SplitsOneBlockAndCoalescesItBackWhole) {
+  auto* a = static_cast<char*>(Alloc(20000));
+  auto* b = static_cast<char*>(Alloc(20000));
+  auto* c = static_cast<char*>(Alloc(20000));
+  EXPECT_EQ(blocks_.acquired, 1);  // all three from one block
+  EXPECT_EQ(b - a, 20016);                    // header + payload, 16-byte granular
+  EXPECT_EQ(LargeHeap::usable_size(a), 20000u);
+  EXPECT_EQ(Free(a), LargeFreeResult::kFreed);
+  EXPECT_EQ(Free(c), LargeFreeResult::kFreed);
+  EXPECT_EQ(Free(b), LargeFreeResult::kBlockEmpty);  // merged with both neighbours
+}
+
+TEST_F(LargeHeapTest, TakesTheBestFittingHole) {
+  std::vector<void*> v;
+  for (size_t n : {17000, 20000, 17500, 20000}) v.push_back(Alloc(n));
+  Free(v[2]);  // a 17500-byte hole
+  Free(v[0]);  // a 17000-byte hole
+  EXPECT_EQ(Alloc(16500), v[0]);  // best fit: the smaller hole that fits
+  EXPECT_EQ(Alloc(17200), v[2]);
+}
+
+TEST_F(LargeHeapTest, TheQuickCacheHandsBackAChunkOfTheSameSize) {
+  void* p = Alloc(5000);
+  Free(p);
+  EXPECT_EQ(heap_.try_quick(5000), p);
+  Free(p);
+  EXPECT_EQ(heap_.try_quick(5100), nullptr);  // another size misses
+  int emptied = 0;
+  heap_.flush_quick([&](PageIndex) { ++emptied; });
+  EXPECT_EQ(emptied, 1);  // merging it emptied its block
+}
+
+TEST_F(LargeHeapTest, AlignedChunksStartOnTheAlignment) {
+  for (size_t align : {32, 256, 1024, 4096}) {
+    void* p = Alloc(700, align);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align;
+    EXPECT_GE(LargeHeap::usable_size(p), 700u);
+  }
+}
+
+TEST_F(LargeHeapTest, BadAndDoubleFreesAreRecognised) {
+  auto* p = static_cast<char*>(Alloc(3000));
+  EXPECT_EQ(Free(p + 16), LargeFreeResult::kInvalid);
+  EXPECT_EQ(Free(p), LargeFreeResult::kFreed);
+  EXPECT_EQ(Free(p), LargeFreeResult::kDoubleFree);  // in the quick cache
+  EXPECT_EQ(LargeHeap::claim_remote(r_, 0x5eed, BlockOf(p), p), LargeFreeResult::kDoubleFree);
+}
+
+TEST_F(LargeHeapTest, ResizesInPlaceIntoTheFreeSpaceAfter) {
+  void* p = Alloc(1000);
+  EXPECT_TRUE(heap_.resize_in_place(BlockOf(p), p, 30000));
+  EXPECT_GE(LargeHeap::usable_size(p), 30000u);
+  EXPECT_TRUE(heap_.resize_in_place(BlockOf(p), p, 600));
+  EXPECT_LT(LargeHeap::usable_size(p), 2000u);
+}
+
+}  // namespace
+}  // namespace memd::heap
