@@ -343,28 +343,25 @@ void Arena::maybe_purge_locked_then_unlock(uint32_t now) {
       decay = p.dirty_decay_ms;
       break;
   }
+  purge_batch_locked_then_unlock(now, limit, decay);
+}
+
+bool Arena::purge_batch_locked_then_unlock(uint32_t now, uint32_t limit, uint32_t decay) {
   heap::PurgeBatch batch;
   heap::page_heap_select_purge(region_, now, limit, decay, &batch);
   unlock();
-  if (batch.count == 0) return;
+  if (batch.count == 0) return false;
   discard_runs(batch);
   lock();
   finish_purge_locked(&batch);
   unlock();
+  return true;
 }
 
 void Arena::purge_all() {
-  for (;;) {
-    heap::PurgeBatch batch;
+  do {
     lock();
-    heap::page_heap_select_purge(region_, now_ms(), 0, 0, &batch);
-    unlock();
-    if (batch.count == 0) return;
-    discard_runs(batch);
-    lock();
-    finish_purge_locked(&batch);
-    unlock();
-  }
+  } while (purge_batch_locked_then_unlock(now_ms(), 0, 0));
 }
 
 void Arena::reinit_lock_in_child() { pthread_mutex_init(&lock_, nullptr); }

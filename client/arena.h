@@ -80,6 +80,10 @@ class Arena final : public heap::BlockSource {
   Arena() = default;
   bool init(const ArenaOptions& options);
   void maybe_purge_locked_then_unlock(uint32_t now_ms);
+  // Discards one batch of dirty runs beyond `limit` pages or older than
+  // `decay` ms, outside the lock. REQUIRES: the lock; releases it. Returns
+  // whether anything was discarded.
+  bool purge_batch_locked_then_unlock(uint32_t now_ms, uint32_t limit, uint32_t decay);
   void sweep_abandoned_locked(uint32_t now_ms);
   void sweep_if_hinted_locked(uint32_t now_ms);
   uint32_t purge_limit_pages(uint32_t now_ms);
