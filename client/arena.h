@@ -1,25 +1,19 @@
-// An arena: one region of process-private memory with its page heap, and the
-// block source its thread heaps draw on. The page heap, the abandoned-block
-// lists and the owner slots are guarded by one lock, taken only on slow paths
-// (a new block, an empty block returned, a huge object). Discarding pages
-// happens outside the lock.
+// An arena: one region of process-private memory, its page heap and its
+// thread heaps. The page heap (page_heap_owner.h) runs under a lock taken
+// only on slow paths; thread heaps (owner_heap_pool.h) allocate without one.
 //
 // Data-plane code: no exceptions and no malloc, so the malloc shim can run on
 // it; failures are nullptr/false with errno.
 #pragma once
 
-#include <pthread.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "client/owner_heap_pool.h"
+#include "client/page_heap_owner.h"
 #include "disciplines/anonymous.h"
-#include "heap/block_source.h"
 #include "heap/inspect.h"
 #include "heap/layout.h"
-#include "heap/owner_heap.h"
-#include "heap/page_heap.h"
 #include "heap/params.h"
 #include "heap/size_class.h"
 
@@ -31,85 +25,43 @@ struct ArenaOptions {
   heap::HeapParams params;
 };
 
-class Arena final : public heap::BlockSource {
+class Arena final : public ThreadHeapHost {
  public:
   // Maps and formats a new arena. nullptr with errno on failure.
   static Arena* create(const ArenaOptions& options);
   // Unmaps it. REQUIRES: no thread uses it any more.
   static void destroy(Arena* arena);
 
-  // A thread heap for the calling thread; nullptr (errno EAGAIN) if all
-  // owner slots are taken.
-  heap::OwnerHeap* attach_thread();
-  // The thread is leaving: its blocks are released or abandoned.
-  void detach_thread(heap::OwnerHeap* heap);
-  // Frees for threads that have no heap (or are tearing theirs down): every
-  // free it makes goes through the remote path. Thread-safe.
-  heap::OwnerHeap* stranger() const { return stranger_; }
+  heap::OwnerHeap* attach_thread() override { return threads_.attach_thread(); }
+  void detach_thread(heap::OwnerHeap* heap) override { threads_.detach_thread(heap); }
+  heap::OwnerHeap* stranger() const override { return threads_.stranger(); }
 
-  const heap::Region& region() const { return region_; }
-  const heap::SizeClasses& classes() const { return classes_; }
-  bool contains(const void* p) const { return region_.contains(p); }
+  const heap::Region& region() const { return pages_.region(); }
+  const heap::SizeClasses& classes() const { return pages_.classes(); }
+  bool contains(const void* p) const { return pages_.region().contains(p); }
+  PageHeapOwner& pages() { return pages_; }
 
-  // BlockSource.
-  heap::AcquiredBlock acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) override;
-  void release(heap::PageIndex block) override;
-  void abandon(heap::PageIndex block) override;
-  heap::AcquiredBlock acquire_huge(heap::PageCount pages, heap::PageCount align) override;
-  void release_huge(heap::PageIndex first) override;
-  bool resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
-
-  // Discards every dirty free page now (Vmalloc's compact, page part).
-  void purge_all();
-  // Collects remote frees into abandoned blocks; releases the empty ones.
-  void sweep_abandoned();
-  // Walks every block. Exact when no other thread allocates meanwhile.
-  heap::RegionStats stat();
-  // Verifies every invariant of the region; false and a message if broken.
-  bool check(char* message, size_t message_size);
-  // Frees every object at once. REQUIRES: no other thread uses the arena,
-  // and every thread heap attached to it is reset by its thread or here.
+  void purge_all() { pages_.purge_all(); }
+  void sweep_abandoned() { pages_.sweep_abandoned(); }
+  heap::RegionStats stat() { return pages_.stat(); }
+  bool check(char* message, size_t message_size) { return pages_.check(message, message_size); }
+  // Frees every object at once. REQUIRES: no other thread uses the arena.
   void clear();
 
-  // fork(): hold the lock across it so the child never sees it taken.
-  void lock() { pthread_mutex_lock(&lock_); }
-  void unlock() { pthread_mutex_unlock(&lock_); }
-  void reinit_lock_in_child();
+  void lock() { pages_.lock(); }
+  void unlock() { pages_.unlock(); }
+  void reinit_lock_in_child() { pages_.reinit_lock_in_child(); }
 
  private:
   Arena() = default;
   bool init(const ArenaOptions& options);
-  void maybe_purge_locked_then_unlock(uint32_t now_ms);
-  // Discards one batch of dirty runs beyond `limit` pages or older than
-  // `decay` ms, outside the lock. REQUIRES: the lock; releases it. Returns
-  // whether anything was discarded.
-  bool purge_batch_locked_then_unlock(uint32_t now_ms, uint32_t limit, uint32_t decay);
-  void sweep_abandoned_locked(uint32_t now_ms);
-  void sweep_if_hinted_locked(uint32_t now_ms);
-  uint32_t purge_limit_pages(uint32_t now_ms);
-  void discard_runs(const heap::PurgeBatch& batch);
-  void finish_purge_locked(heap::PurgeBatch* batch);
-  bool under_memory_pressure(uint32_t now_ms);
-  heap::OwnerHeap* owner_heap(uint32_t slot) const { return owner_heaps_ + slot; }
-  heap::PageIndex* abandoned_list(heap::PageKind kind, uint16_t cls);
 
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   disciplines::AnonymousSource source_;
-  heap::Region region_;
-  heap::SizeClasses classes_{heap::HeapParams{}};
-  heap::OwnerHeap* owner_heaps_ = nullptr;  // one per owner slot, mapped lazily
-  heap::OwnerHeap* stranger_ = nullptr;
-  size_t owner_heaps_bytes_ = 0;
-  uint32_t max_threads_ = 0;
-  heap::PageIndex abandoned_[heap::kMaxSegregatedClasses + 1];  // last: large blocks
-  std::atomic<uint32_t> abandoned_count_{0};
-  uint32_t swept_hint_ = 0;  // abandoned_frees at the last sweep
-  uint32_t last_pressure_check_ms_ = 0;
-  uint32_t refault_decayed_ms_ = 0;
-  bool pressure_ = false;
+  PageHeapOwner pages_;
+  OwnerHeapPool threads_;
 };
 
-// Monotonic milliseconds (coarse clock: a vDSO read, no syscall).
-uint32_t now_ms();
+// A random, nonzero secret for a new region's free tags.
+uint64_t random_secret();
 
 }  // namespace memd::client

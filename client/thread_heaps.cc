@@ -13,7 +13,7 @@ namespace {
 
 struct Registry {
   pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  Arena* arenas[kMaxArenas] = {};
+  ThreadHeapHost* hosts[kMaxArenas] = {};
   std::atomic<uint32_t> generation[kMaxArenas] = {};
   uint32_t next_generation = 1;
   pthread_key_t exit_key = 0;
@@ -32,7 +32,7 @@ void detach_all_at_exit(void*) {
     bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
     e.generation = 0;
     e.heap = nullptr;
-    if (live) registry.arenas[id]->detach_thread(h);
+    if (live) registry.hosts[id]->detach_thread(h);
   }
 }
 
@@ -40,16 +40,18 @@ void create_exit_key() { pthread_key_create(&registry.exit_key, detach_all_at_ex
 
 }  // namespace
 
-bool register_arena(Arena* arena, ArenaHandle* out, bool process) {
+namespace {
+
+bool register_any(ThreadHeapHost* host, Arena* arena, ArenaHandle* out, bool process) {
   pthread_once(&registry.key_once, create_exit_key);
   pthread_mutex_lock(&registry.lock);
   for (uint32_t id = process ? kProcessArenaId : 1; id < (process ? 1 : kMaxArenas); ++id) {
-    if (registry.arenas[id] != nullptr) continue;
-    registry.arenas[id] = arena;
+    if (registry.hosts[id] != nullptr) continue;
+    registry.hosts[id] = host;
     uint32_t gen = registry.next_generation++;
     registry.generation[id].store(gen, std::memory_order_release);
     pthread_mutex_unlock(&registry.lock);
-    *out = {arena, id, gen};
+    *out = {host, arena, id, gen};
     return true;
   }
   pthread_mutex_unlock(&registry.lock);
@@ -57,10 +59,18 @@ bool register_arena(Arena* arena, ArenaHandle* out, bool process) {
   return false;
 }
 
+}  // namespace
+
+bool register_arena(Arena* arena, ArenaHandle* out, bool process) {
+  return register_any(arena, arena, out, process);
+}
+
+bool register_host(ThreadHeapHost* host, ArenaHandle* out) { return register_any(host, nullptr, out, false); }
+
 void unregister_arena(const ArenaHandle& handle) {
   pthread_mutex_lock(&registry.lock);
   registry.generation[handle.id].store(0, std::memory_order_release);
-  registry.arenas[handle.id] = nullptr;
+  registry.hosts[handle.id] = nullptr;
   pthread_mutex_unlock(&registry.lock);
   ThreadHeapEntry& e = tl_thread_heaps[handle.id];
   if (e.generation == handle.generation) e = {0, nullptr};
@@ -68,7 +78,7 @@ void unregister_arena(const ArenaHandle& handle) {
 
 heap::OwnerHeap* attach_thread_heap(const ArenaHandle& handle) {
   ThreadHeapEntry& e = tl_thread_heaps[handle.id];
-  heap::OwnerHeap* h = handle.arena->attach_thread();
+  heap::OwnerHeap* h = handle.host->attach_thread();
   if (h == nullptr) return nullptr;
   e = {handle.generation, h};
   // Any non-null value makes the key's destructor run at thread exit.
@@ -81,7 +91,7 @@ void detach_thread_heap(const ArenaHandle& handle) {
   if (e.generation != handle.generation || e.heap == nullptr) return;
   heap::OwnerHeap* h = e.heap;
   e = {0, nullptr};
-  handle.arena->detach_thread(h);
+  handle.host->detach_thread(h);
 }
 
 }  // namespace memd::client

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "client/arena.h"
+#include "client/thread_heap_host.h"
 #include "heap/owner_heap.h"
 
 namespace memd::client {
@@ -15,7 +16,8 @@ namespace memd::client {
 inline constexpr uint32_t kMaxArenas = 64;
 
 struct ArenaHandle {
-  Arena* arena = nullptr;
+  ThreadHeapHost* host = nullptr;
+  Arena* arena = nullptr;  // the private arena behind `host`, if it is one
   uint32_t id = 0;
   uint32_t generation = 0;
 };
@@ -36,6 +38,8 @@ inline constexpr uint32_t kProcessArenaId = 0;
 // Gives the arena an id (kProcessArenaId if `process`); false (errno EMFILE)
 // if no id is free.
 bool register_arena(Arena* arena, ArenaHandle* out, bool process = false);
+// The same for any host (a shared region).
+bool register_host(ThreadHeapHost* host, ArenaHandle* out);
 // Forgets the arena; threads' entries for it become stale.
 void unregister_arena(const ArenaHandle& handle);
 
@@ -51,7 +55,7 @@ inline heap::OwnerHeap* thread_heap(const ArenaHandle& handle) {
 inline heap::OwnerHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
   ThreadHeapEntry& e = tl_thread_heaps[handle.id];
   if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
-  return handle.arena->stranger();
+  return handle.host->stranger();
 }
 
 // Detaches the calling thread from one arena now (before the arena goes).

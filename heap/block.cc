@@ -58,13 +58,15 @@ bool block_object_is_free(const BlockDesc& b, const char* base, uint32_t in_bloc
 void block_init(BlockDesc& b, uint16_t cls, uint32_t end, bool zeroed) {
   b.free_head = 0;
   b.bump = 0;
-  b.end = end;
   b.used = 0;
   b.cls = cls;
   b.flags = zeroed ? kBlockFreshBump : 0;
   b.prev = b.next = kNoPage;
   b.remote_head.store(0, std::memory_order_relaxed);
   b.pending_next.store(0, std::memory_order_relaxed);
+  // `end` last: after a crash, a block whose end is 0 never held an object.
+  std::atomic_signal_fence(std::memory_order_release);
+  b.end = end;
 }
 
 }  // namespace memd::heap

@@ -2,14 +2,19 @@
 // by offsets, so that a region may be mapped at different addresses by
 // different processes (and, for files, survive them).
 //
-//   [ RegionHeader | OwnerSlot x max_owners | PageDesc x max_pages |
-//     BlockDesc x max_pages | data pages ... ]
+//   [ RegionHeader | OwnerSlot x max_owners | LeaseSlot x max_clients |
+//     RootEntry x max_roots | PageDesc x max_pages | BlockDesc x max_pages |
+//     data pages ... ]
+//
+// docs/region-format.md describes every field; change it with the format.
 //
 // Page-level metadata (PageDesc, free runs, the page heap state in the header)
 // has one writer, the page-heap owner. A block's allocation state has one
 // writer, the block's owner (a thread heap). Fields written by anyone else are
 // atomics and say so.
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <cstddef>
@@ -21,7 +26,7 @@
 namespace memd::heap {
 
 inline constexpr uint64_t kRegionMagic = 0x6d656d642d726567ull;  // "memd-reg"
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 enum class PageKind : uint8_t {
   kUncommitted = 0,  // never handed out (reads as zero)
@@ -101,12 +106,51 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 inline constexpr uint32_t kOwnerSlotBits = 12;
 inline constexpr uint32_t kMaxOwnerSlots = 1u << kOwnerSlotBits;
 inline constexpr uint32_t kPendingClosed = UINT32_MAX;
+// in_use says who holds the slot: 0 nobody, else a holder tag (a client's
+// lease slot + 1, or kProcessHolder in a process-private arena). Claimed by
+// CAS by the holder itself; cleared by it, or by the page-heap owner when the
+// holder is found dead.
+inline constexpr uint32_t kProcessHolder = 0xffffu;
 struct alignas(64) OwnerSlot {
   std::atomic<uint64_t> pending;   // generation << 32 | (block page + 1, 0: empty, kPendingClosed)
-  std::atomic<uint32_t> in_use;    // 1 while a thread heap holds this slot
+  std::atomic<uint32_t> in_use;    // holder tag, 0: free
   uint32_t pad[13];
 };
 static_assert(sizeof(OwnerSlot) == 64);
+
+// A client process's lease: one slot per process attached to a shared
+// region. Written by the page-heap owner only; read by anyone (stat tools).
+enum class LeaseState : uint32_t {
+  kFree = 0,
+  kActive = 1,      // a live process holds blocks under this slot
+  kReclaiming = 2,  // its process died; its blocks are being taken back
+};
+struct alignas(64) LeaseSlot {
+  std::atomic<LeaseState> state;
+  uint32_t generation;             // bumped every time the slot is given out
+  int32_t pid;
+  OwnerId stash_owner;             // owner id of the client's spare (leased, unused) blocks
+  uint64_t start_time;             // process start (clock ticks after boot): pid + this = identity
+  std::atomic<uint64_t> blocks;    // blocks held now
+  std::atomic<uint64_t> leases;    // lease requests served
+  uint64_t leased_at_ms;           // wall clock of the grant (for tools)
+  uint64_t pad[2];
+};
+static_assert(sizeof(LeaseSlot) == 64);
+
+// A named root: an object found by name after a restart or from another
+// process. State changes under the header's roots lock.
+enum class RootState : uint32_t { kFree = 0, kConstructing = 1, kReady = 2 };
+inline constexpr uint32_t kRootNameMax = 95;
+struct alignas(64) RootEntry {
+  std::atomic<RootState> state;
+  uint32_t name_len;
+  Offset offset;                   // of the object in the data pages
+  uint64_t size;                   // bytes asked for
+  uint64_t type;                   // hash of the type's name
+  char name[kRootNameMax + 1];
+};
+static_assert(sizeof(RootEntry) == 128);
 
 // Free-run bins of the page heap: exact sizes up to kExactRunBins pages, then
 // one bin per power of two.
@@ -135,18 +179,40 @@ struct PageHeapState {
   RunBins clean;
 };
 
+inline constexpr uint32_t kMaxClassTable = 64;
+
 struct RegionHeader {
-  uint64_t magic;
+  // --- identity, validated at open before anything else is trusted ---
+  uint64_t magic;             // written last at format: a half-made region never validates
   uint32_t version;
   uint32_t page_size;
+  uint32_t header_bytes;      // sizeof(RegionHeader) of the writer
+  uint32_t method;            // memd::Method
+  uint32_t discipline;        // memd::Discipline it was created with
   uint32_t max_pages;         // data pages the reservation can hold
-  uint32_t max_owners;
+  uint32_t max_owners;        // owner slots (thread heaps)
+  uint32_t max_clients;       // lease slots (processes)
+  uint32_t max_roots;
+  uint32_t class_count;       // entries of class_sizes in use
   uint64_t slots_offset;      // byte offsets from the region base
+  uint64_t lease_offset;
+  uint64_t roots_offset;
   uint64_t page_desc_offset;
   uint64_t block_desc_offset;
   uint64_t data_offset;
+  uint64_t total_bytes;       // the whole region: the object's length
+  uint64_t preferred_base;    // where the creator mapped it; others try the same
   uint64_t secret;            // random, for double-free tags
+  uint16_t class_sizes[kMaxClassTable];  // object size of each segregated class
   HeapParams params;
+  // --- lifecycle (page-heap owner) ---
+  std::atomic<uint64_t> generation;   // owner opens since creation
+  std::atomic<uint32_t> clean_close;  // 1 once the last owner closed; 0 while one is open
+  int32_t owner_pid;
+  uint64_t recoveries;                // opens that found an unclean close
+  uint64_t leaked_objects;            // objects lost to crashes, as recovery counted them
+  pthread_mutex_t roots_lock;         // robust, process-shared
+  // --- the heap ---
   std::atomic<uint32_t> next_owner_hint;
   std::atomic<uint32_t> abandoned_frees;  // remote frees into ownerless blocks (a hint to sweep)
   PageHeapState page_heap;
@@ -154,8 +220,10 @@ struct RegionHeader {
 
 // Byte sizes of the parts of a region holding `max_pages` data pages.
 struct RegionGeometry {
-  uint64_t slots_offset, page_desc_offset, block_desc_offset, data_offset, total_bytes;
-  static RegionGeometry compute(uint32_t max_pages, uint32_t max_owners);
+  uint64_t slots_offset, lease_offset, roots_offset, page_desc_offset, block_desc_offset,
+      data_offset, total_bytes;
+  static RegionGeometry compute(uint32_t max_pages, uint32_t max_owners, uint32_t max_clients = 0,
+                                uint32_t max_roots = 0);
 };
 
 // A process's view of a mapped region: the mapping address plus the derived
@@ -164,6 +232,8 @@ struct Region {
   char* base = nullptr;
   RegionHeader* header = nullptr;
   OwnerSlot* slots = nullptr;
+  LeaseSlot* leases = nullptr;
+  RootEntry* roots = nullptr;
   PackedPageDesc* page_descs = nullptr;
   BlockDesc* blocks = nullptr;
   char* data = nullptr;

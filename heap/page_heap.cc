@@ -224,13 +224,22 @@ void take_from_run(const Region& r, PageIndex run, PageCount skip, PageCount n) 
   if (tail > 0) run_insert(r, run + skip + n, PageCount{tail}, state, freed_ms);
 }
 
+// The first page's descriptor is written last: recovery after a crash takes
+// a block as in use only if its first page says so and every other page
+// agrees (see recovery.h), so a block half marked is still free.
 void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, uint16_t cls) {
-  PageDesc d{first.value, cls, kind, 0};
-  for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, d);
   BlockDesc& b = r.block(first);
   b.kind = kind;
   b.cls = cls;
   b.pages = n;
+  // Nothing allocated from it yet, whatever the descriptor held before.
+  b.end = 0;
+  b.bump = 0;
+  b.used = 0;
+  b.free_head = 0;
+  PageDesc d{first.value, cls, kind, 0};
+  for (uint32_t i = 1; i < n.value; ++i) r.set_page(first + PageCount{i}, d);
+  r.set_page(first, d);
   r.header->page_heap.in_use_pages += n.value;
 }
 
@@ -242,47 +251,6 @@ PageCount align_skip(const Region& r, PageIndex p, PageCount align) {
 }
 
 }  // namespace
-
-uint32_t region_max_pages(size_t reserved_bytes, uint32_t max_owners) {
-  // Each data page costs a page plus its two descriptors.
-  uint64_t per_page = kPageSize + sizeof(PackedPageDesc) + sizeof(BlockDesc);
-  uint64_t fixed = RegionGeometry::compute(0, max_owners).data_offset + 2 * kPageSize;
-  if (reserved_bytes <= fixed) return 0;
-  uint64_t pages = (reserved_bytes - fixed) / per_page;
-  return static_cast<uint32_t>(std::min<uint64_t>(pages, UINT32_MAX - 1));
-}
-
-bool region_format(MemorySource& source, const HeapParams& params, uint32_t max_owners,
-                   uint64_t secret) {
-  uint32_t max_pages = region_max_pages(source.reserved_bytes(), max_owners);
-  RegionGeometry g = RegionGeometry::compute(max_pages, max_owners);
-  if (max_pages == 0 || g.total_bytes > source.reserved_bytes()) {
-    errno = ENOMEM;
-    return false;
-  }
-  // The header, the owner slots and the whole page-descriptor table: a free()
-  // may look up any page of the reservation; untouched entries cost nothing.
-  if (!source.commit(0, g.block_desc_offset)) return false;
-  auto* h = new (source.base()) RegionHeader{};
-  h->version = kFormatVersion;
-  h->page_size = kPageSize;
-  h->max_pages = max_pages;
-  h->max_owners = max_owners;
-  h->slots_offset = g.slots_offset;
-  h->page_desc_offset = g.page_desc_offset;
-  h->block_desc_offset = g.block_desc_offset;
-  h->data_offset = g.data_offset;
-  h->secret = secret;
-  h->params = params;
-  PageHeapState& s = h->page_heap;
-  s.lru_oldest = s.lru_newest = kNoPage;
-  std::fill(std::begin(s.dirty.head), std::end(s.dirty.head), kNoPage);
-  std::fill(std::begin(s.clean.head), std::end(s.clean.head), kNoPage);
-  // The magic goes last: a region is valid only once fully formatted.
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kRegionMagic;
-  return true;
-}
 
 RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n,
                               PageKind kind, uint16_t cls, PageCount align) {

@@ -20,14 +20,6 @@
 
 namespace memd::heap {
 
-// Lays out a fresh region in `source`: header, tables, no data pages yet.
-// Returns false (errno set) if the source cannot commit the header.
-bool region_format(MemorySource& source, const HeapParams& params, uint32_t max_owners,
-                   uint64_t secret);
-
-// Data pages a source of `reserved_bytes` can hold with `max_owners` slots.
-uint32_t region_max_pages(size_t reserved_bytes, uint32_t max_owners);
-
 struct RunAllocation {
   PageIndex first = kNoPage;
   bool zeroed = false;  // every page reads as zero

@@ -1,4 +1,5 @@
 #include "heap/page_heap.h"
+#include "heap/region_format.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -5,6 +5,7 @@
 
 #include "disciplines/anonymous.h"
 #include "heap/page_heap.h"
+#include "heap/region_format.h"
 
 namespace memd::heap {
 namespace {

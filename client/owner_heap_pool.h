@@ -1,0 +1,62 @@
+// The thread heaps of one process over one region, one per owner slot the
+// process holds. Owner slots live in the region and are claimed by CAS, so
+// several processes can draw thread heaps from one shared region; the heaps
+// themselves live in this process's memory, mapped lazily.
+//
+// Data-plane code: no exceptions, no malloc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "client/thread_heap_host.h"
+#include "heap/block_source.h"
+#include "heap/layout.h"
+#include "heap/owner_heap.h"
+#include "heap/size_class.h"
+
+namespace memd::client {
+
+class OwnerHeapPool final : public ThreadHeapHost {
+ public:
+  OwnerHeapPool() = default;
+  OwnerHeapPool(const OwnerHeapPool&) = delete;
+  OwnerHeapPool& operator=(const OwnerHeapPool&) = delete;
+  ~OwnerHeapPool() override;
+
+  // `holder` tags the slots this process claims (see OwnerSlot::in_use).
+  // False with errno on failure.
+  bool init(const heap::Region& r, const heap::SizeClasses* classes, heap::BlockSource* source,
+            uint32_t holder);
+
+  heap::OwnerHeap* attach_thread() override;
+  void detach_thread(heap::OwnerHeap* heap) override;
+  heap::OwnerHeap* stranger() const override { return stranger_; }
+
+  // Calls f(heap) for every thread heap this process has attached.
+  template <class F>
+  void for_each_attached(F f) {
+    for (uint32_t slot = 0; slot < max_slots_; ++slot) {
+      if (region_.slots[slot].in_use.load(std::memory_order_acquire) == holder_ && heaps_[slot].id() != 0) {
+        f(heaps_[slot]);
+      }
+    }
+  }
+
+  uint32_t holder() const { return holder_; }
+
+ private:
+  heap::Region region_{};
+  const heap::SizeClasses* classes_ = nullptr;
+  heap::BlockSource* source_ = nullptr;
+  heap::OwnerHeap* heaps_ = nullptr;  // one per owner slot, +1 for the stranger
+  heap::OwnerHeap* stranger_ = nullptr;
+  size_t heaps_bytes_ = 0;
+  uint32_t max_slots_ = 0;
+  uint32_t holder_ = 0;
+};
+
+// Owner generations stay below the all-ones value, which is the stranger's.
+inline constexpr uint32_t kMaxOwnerGeneration = (1u << (31 - heap::kOwnerSlotBits)) - 2;
+
+}  // namespace memd::client

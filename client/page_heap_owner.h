@@ -1,0 +1,92 @@
+// The page-heap owner of a region: the one writer of its page-level metadata
+// (page descriptors, free page runs) and the keeper of its abandoned blocks.
+// Everything runs under one lock, taken only on slow paths (a new block, an
+// empty block returned, a huge object); discarding pages happens outside it.
+//
+// As a BlockSource it serves thread heaps of its own process directly. For a
+// shared region the same calls serve other processes' leases (region_owner.h).
+//
+// Data-plane code: no exceptions and no malloc, so the malloc shim can run on
+// it; failures are kNoPage/false with errno.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/block_source.h"
+#include "heap/inspect.h"
+#include "heap/layout.h"
+#include "heap/memory_source.h"
+#include "heap/page_heap.h"
+#include "heap/size_class.h"
+
+namespace memd::client {
+
+class PageHeapOwner final : public heap::BlockSource {
+ public:
+  // Takes charge of the formatted region `r` whose memory is `source`.
+  void init(heap::MemorySource* source, const heap::Region& r);
+
+  const heap::Region& region() const { return region_; }
+  const heap::SizeClasses& classes() const { return classes_; }
+  heap::MemorySource* source() const { return source_; }
+
+  // BlockSource. acquire adopts an abandoned block before taking fresh pages.
+  heap::AcquiredBlock acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) override;
+  void release(heap::PageIndex block) override;
+  void abandon(heap::PageIndex block) override;
+  heap::AcquiredBlock acquire_huge(heap::PageCount pages, heap::PageCount align) override;
+  void release_huge(heap::PageIndex first) override;
+  bool resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
+
+  // Discards every dirty free page now (Vmalloc's compact, page part).
+  void purge_all();
+  // Collects remote frees into abandoned blocks; releases the empty ones.
+  void sweep_abandoned();
+  size_t abandoned_blocks() const { return abandoned_count_.load(std::memory_order_relaxed); }
+  // Walks every block. Exact when no other thread allocates meanwhile.
+  heap::RegionStats stat();
+  // Verifies every invariant of the region; false and a message if broken.
+  bool check(char* message, size_t message_size);
+  // Frees every block and huge object at once. REQUIRES: every thread heap
+  // of the region has been reset.
+  void free_everything();
+
+  // fork(): hold the lock across it so the child never sees it taken.
+  void lock() { pthread_mutex_lock(&lock_); }
+  void unlock() { pthread_mutex_unlock(&lock_); }
+  void reinit_lock_in_child();
+
+ private:
+  void maybe_purge_locked_then_unlock(uint32_t now_ms);
+  // Discards one batch of dirty runs beyond `limit` pages or older than
+  // `decay` ms, outside the lock. REQUIRES: the lock; releases it. Returns
+  // whether anything was discarded.
+  bool purge_batch_locked_then_unlock(uint32_t now_ms, uint32_t limit, uint32_t decay);
+  void sweep_abandoned_locked(uint32_t now_ms);
+  void sweep_if_hinted_locked(uint32_t now_ms);
+  uint32_t purge_limit_pages(uint32_t now_ms);
+  void discard_runs(const heap::PurgeBatch& batch);
+  void finish_purge_locked(heap::PurgeBatch* batch);
+  bool under_memory_pressure(uint32_t now_ms);
+  heap::PageIndex* abandoned_list(heap::PageKind kind, uint16_t cls);
+
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  heap::MemorySource* source_ = nullptr;
+  heap::Region region_;
+  heap::SizeClasses classes_{heap::HeapParams{}};
+  heap::PageIndex abandoned_[heap::kMaxSegregatedClasses + 1];  // last: large blocks
+  std::atomic<uint32_t> abandoned_count_{0};
+  uint32_t swept_hint_ = 0;  // abandoned_frees at the last sweep
+  uint32_t last_pressure_check_ms_ = 0;
+  uint32_t refault_decayed_ms_ = 0;
+  bool pressure_ = false;
+};
+
+// Monotonic milliseconds (coarse clock: a vDSO read, no syscall).
+uint32_t now_ms();
+
+}  // namespace memd::client

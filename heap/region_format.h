@@ -1,0 +1,50 @@
+// Laying out a fresh region, and validating one found in a file or shared
+// memory object before trusting any of it. See docs/region-format.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/layout.h"
+#include "heap/memory_source.h"
+
+namespace memd::heap {
+
+struct FormatSpec {
+  HeapParams params;
+  uint32_t max_owners = 64;
+  uint32_t max_clients = 0;  // lease slots: 0 for a process-private region
+  uint32_t max_roots = 0;
+  uint32_t method = 1;       // memd::Method (recorded, not interpreted here)
+  uint32_t discipline = 0;   // memd::Discipline (recorded)
+  uint64_t secret = 1;       // random: tags freed objects
+};
+
+// Data pages a reservation of `reserved_bytes` can hold with the tables `spec` asks for.
+uint32_t region_max_pages(size_t reserved_bytes, const FormatSpec& spec);
+
+// Lays out a fresh region over the whole of `source`: header, tables, no
+// data pages yet. Returns false (errno set) if the source cannot commit the
+// header and tables.
+bool region_format(MemorySource& source, const FormatSpec& spec);
+// The process-private form (no leases, no roots).
+bool region_format(MemorySource& source, const HeapParams& params, uint32_t max_owners,
+                   uint64_t secret);
+
+enum class FormatError {
+  kOk = 0,
+  kTooSmall,       // shorter than a header
+  kNotARegion,     // wrong magic
+  kVersion,        // another format version
+  kPageSize,       // made with another page size
+  kIncompatible,   // header size, size classes or parameters this build cannot run
+  kCorrupt,        // offsets or counts that do not fit together
+  kTruncated,      // the object is shorter than the region it holds
+};
+
+// Checks the header `h` of an object `object_bytes` long. On error writes a
+// message (naming the field, what was found and what was expected) to `why`.
+// Only the first sizeof(RegionHeader) bytes are read.
+FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* why, size_t why_size);
+
+}  // namespace memd::heap
