@@ -24,6 +24,11 @@ class MemorySource {
   // Gives [offset, offset + len) back to the system; it reads as zero after.
   virtual bool discard(size_t offset, size_t len) = 0;
 
+  // Makes a discarded range usable again. Shared objects must allocate
+  // backing again (a punched hole on a full file system would SIGBUS at
+  // first write); anonymous memory needs nothing.
+  virtual bool recommit(size_t offset, size_t len) { return true; }
+
   // Makes [offset, offset + len) durable (no-op for volatile memory).
   virtual bool persist(size_t offset, size_t len) { return true; }
 };

@@ -1,0 +1,207 @@
+// Setting up a shared source: opening or creating the backing object,
+// reading it before it is mapped, mapping it, taking ownership, closing.
+// The data-plane calls live in shared_data_plane.cc.
+#include "disciplines/shared_source.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "disciplines/shared_internal.h"
+
+namespace memd::disciplines {
+namespace {
+
+// The checks a new object's length must pass, against the discipline's limit.
+absl::Status check_new_length(DisciplineKind kind, std::string_view name, const std::string& object,
+                              size_t length) {
+  if (length == 0) return absl::InvalidArgumentError(absl::StrCat(object, ": length is 0"));
+  if (length % kSharedPageSize != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(object, ": length ", length,
+                                                   " is not a multiple of ", kSharedPageSize));
+  }
+  absl::StatusOr<size_t> limit = discipline_limit(kind, name);
+  if (!limit.ok()) {
+    return absl::Status(limit.status().code(), absl::StrCat(object, ": ", limit.status().message()));
+  }
+  if (length > *limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(object, ": length ", length, " is over the discipline's limit of ", *limit,
+                     " bytes (the smaller of 1 TiB and the size of the file system)"));
+  }
+  return absl::OkStatus();
+}
+
+int open_object(DisciplineKind kind, std::string_view name, int flags, mode_t mode) {
+  if (kind == DisciplineKind::kShm) {
+    return shm_open(internal::shm_object_name(name).c_str(), flags, mode);
+  }
+  return ::open(std::string(name).c_str(), flags | O_CLOEXEC, mode);
+}
+
+void unlink_object(DisciplineKind kind, std::string_view name) {
+  if (kind == DisciplineKind::kShm) {
+    shm_unlink(internal::shm_object_name(name).c_str());
+  } else {
+    unlink(std::string(name).c_str());
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SharedSource>> SharedSource::open(DisciplineKind kind, std::string_view name,
+                                                                 const SharedSourceOptions& options) {
+  if (absl::Status s = internal::validate_name(kind, name); !s.ok()) return s;
+  const std::string object = internal::describe_object(kind, name);
+  if (options.create && options.read_only) {
+    return absl::InvalidArgumentError(absl::StrCat(object, ": cannot create an object read-only"));
+  }
+  if (options.create) {
+    if (absl::Status s = check_new_length(kind, name, object, options.length); !s.ok()) return s;
+  }
+
+  int flags = options.read_only ? O_RDONLY : O_RDWR;
+  if (options.create) flags |= O_CREAT | O_EXCL;
+  int fd = open_object(kind, name, flags, options.mode);
+  if (fd < 0) {
+    return internal::errno_status(errno, object, options.create ? "cannot create" : "cannot open");
+  }
+  // From here on a failure closes the descriptor, and removes the object if
+  // this call created it: a half-made object would block the next create.
+  auto fail = [&](int error, std::string_view doing) {
+    if (options.create) unlink_object(kind, name);
+    close(fd);
+    return internal::errno_status(error, object, doing);
+  };
+
+  if (options.create) {
+    // The mode exactly as asked: who may share a region is the caller's
+    // decision, not the umask's.
+    if (fchmod(fd, options.mode) != 0) return fail(errno, "cannot set its mode");
+    // The final length at once, as a sparse object: it is mapped whole and
+    // never grows, so no mapping reaches past its end. Backing comes later,
+    // range by range, from commit().
+    if (ftruncate(fd, static_cast<off_t>(options.length)) != 0) return fail(errno, "cannot set its length");
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) return fail(errno, "cannot stat");
+  // Directories, devices and pipes cannot be sized, punched or allocated.
+  // (This also leaves out device DAX: fallocate does not work there.)
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(object, ": not a regular file"));
+  }
+  return std::unique_ptr<SharedSource>(
+      new SharedSource(kind, std::string(name), fd, options.read_only, options.create));
+}
+
+SharedSource::~SharedSource() {
+  if (base_ != nullptr) {
+    fire(SourceEvent::kClose, "close: unmapping the object", 0, mapped_, 0);
+    if (mapped_by_pmem_) {
+      internal::pmem_unmap_whole(base_, mapped_);
+    } else {
+      munmap(base_, mapped_);
+    }
+  }
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string SharedSource::describe() const { return internal::describe_object(kind_, name_); }
+
+size_t SharedSource::length() const {
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return 0;
+  return static_cast<size_t>(st.st_size);
+}
+
+absl::Status SharedSource::read(size_t offset, void* out, size_t len) const {
+  char* to = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = pread(fd_, to + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return internal::errno_status(errno, describe(), absl::StrCat("cannot read ", len, " bytes at ", offset));
+    }
+    if (n == 0) {
+      return absl::OutOfRangeError(absl::StrCat(describe(), ": ", len, " bytes at ", offset,
+                                                " reach past its end (", length(), " bytes)"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SharedSource::map(void* hint) {
+  if (base_ != nullptr) return absl::FailedPreconditionError(absl::StrCat(describe(), ": already mapped"));
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return internal::errno_status(errno, describe(), "cannot stat");
+  const size_t len = static_cast<size_t>(st.st_size);
+  if (len == 0) return absl::FailedPreconditionError(absl::StrCat(describe(), ": is empty"));
+  // Objects are made in whole pages; a partial last page could not be
+  // committed or discarded as the heap expects.
+  if (len % kSharedPageSize != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(describe(), ": length ", len,
+                                                      " is not a multiple of ", kSharedPageSize));
+  }
+
+  if (kind_ == DisciplineKind::kPmem && !read_only_) {
+    // libpmem opens the file read-write itself and picks an address suited to
+    // large pages, so the hint cannot be honoured here.
+    absl::StatusOr<internal::PmemMapping> m = internal::pmem_map_whole(fd_, describe());
+    if (!m.ok()) return m.status();
+    if (m->length != len) {
+      internal::pmem_unmap_whole(m->base, m->length);
+      return absl::AbortedError(absl::StrCat(describe(), ": its length changed while it was mapped"));
+    }
+    base_ = m->base;
+    is_pmem_ = m->is_pmem;
+    mapped_by_pmem_ = true;
+    at_hint_ = false;
+  } else {
+    // A read-only pmem file is mapped like any file: pmem_map_file always
+    // opens for writing, and a reader has nothing to flush.
+    const int prot = read_only_ ? PROT_READ : PROT_READ | PROT_WRITE;
+    void* p = MAP_FAILED;
+    if (hint != nullptr) {
+      p = mmap(hint, len, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd_, 0);
+      // Kernels before 4.17 take the flag as a mere hint: insist on exactness.
+      if (p != MAP_FAILED && p != hint) {
+        munmap(p, len);
+        p = MAP_FAILED;
+      }
+    }
+    at_hint_ = p != MAP_FAILED;
+    if (p == MAP_FAILED) p = mmap(nullptr, len, prot, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return internal::errno_status(errno, describe(), "cannot map");
+    base_ = static_cast<char*>(p);
+  }
+  mapped_ = len;
+  fire(SourceEvent::kOpen, "open: mapped the object", 0, mapped_, 0);
+  return absl::OkStatus();
+}
+
+absl::Status SharedSource::lock_owner() {
+  if (read_only_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("region ", name_, " was opened read-only; its owner must be able to write"));
+  }
+  while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return internal::errno_status(errno, describe(), "cannot lock");
+    std::string holder;
+    if (pid_t pid = internal::flock_holder(fd_); pid > 0) holder = absl::StrCat(" (pid ", pid, ")");
+    return absl::FailedPreconditionError(
+        absl::StrCat("region ", name_, " already has an owner", holder, ": ", describe(), " is locked"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace memd::disciplines

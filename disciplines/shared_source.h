@@ -1,0 +1,164 @@
+// The shared disciplines: a region's memory comes from a named object that
+// several processes map at once and that may outlive them all.
+//
+//   kShm   a POSIX shared memory object "/memd.<name>" (tmpfs: volatile)
+//   kFile  a regular file at a path (page cache, written back by msync)
+//   kPmem  a regular file mapped through PMDK's libpmem; on a DAX file system
+//          it is persistent memory flushed from user space, elsewhere it
+//          behaves like kFile (is_pmem() tells which)
+//
+// The rules every shared discipline keeps:
+//  - The object is created once at its final length as a sparse object and
+//    mapped once, whole. Pages another process adds later are visible to every
+//    mapper without a remap, and no mapping ever reaches past the end of file.
+//  - Backing is allocated (fallocate) before the heap touches a range
+//    (commit). A full file system is then an error return and a kNoMemory
+//    event, never a SIGBUS at the first write.
+//  - Discard punches holes, so resident and on-disk size follow live data and
+//    every mapper reads zeros afterwards.
+//
+// Setup calls return absl::Status. The data-plane calls (commit, discard,
+// persist) neither throw nor allocate: failure is `false` with errno.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "heap/memory_source.h"
+
+namespace memd::disciplines {
+
+enum class DisciplineKind : uint32_t { kAnonymous = 0, kShm = 1, kFile = 2, kPmem = 3 };
+
+// Vmalloc's exception events.
+enum class SourceEvent : uint32_t { kNoMemory = 1, kBadAddress = 2, kOpen = 3, kClose = 4 };
+
+// `what` is a static description of the event (never freed, never owned).
+struct SourceEventInfo {
+  SourceEvent event;
+  const char* what;
+  size_t offset;
+  size_t length;
+  int error;
+};
+
+// Called from data-plane code: must not allocate.
+using SourceEventHandler = void (*)(void* context, const SourceEventInfo& info);
+
+struct SharedSourceOptions {
+  size_t length = 0;       // create: the fixed length of the object == the reservation (a multiple of 4096)
+  bool create = false;     // create a new object; ALREADY_EXISTS if it exists (O_EXCL)
+  bool read_only = false;  // open an existing object for reading only
+  mode_t mode = 0600;
+};
+
+// Objects are sized and committed in units of this many bytes.
+inline constexpr size_t kSharedPageSize = 4096;
+// No discipline hands out an object larger than this.
+inline constexpr size_t kMaxSharedObject = size_t{1} << 40;
+
+// Region names for shm objects: 1..200 chars of [A-Za-z0-9._-], not starting
+// with '.', no "..". INVALID_ARGUMENT naming the problem otherwise. The shm
+// object is "/memd.<name>".
+absl::Status validate_region_name(std::string_view name);
+// File/pmem paths: non-empty, no NUL; INVALID_ARGUMENT otherwise.
+absl::Status validate_path(std::string_view path);
+// The largest object a discipline allows at `name`: min(1 TiB, total size of
+// the file system that would hold it (statvfs of /dev/shm for shm, of the
+// parent directory for files)). kAnonymous has no object: INVALID_ARGUMENT.
+absl::StatusOr<size_t> discipline_limit(DisciplineKind kind, std::string_view name);
+// Deletes the backing object (shm_unlink / unlink). NOT_FOUND if absent.
+// Processes that have it mapped keep their mapping.
+absl::Status remove_shared(DisciplineKind kind, std::string_view name);
+
+class SharedSource final : public heap::MemorySource {
+ public:
+  // Opens or creates the backing object without mapping it. Creating checks
+  // the length against discipline_limit, creates the object O_EXCL with
+  // `mode` and sets its length as a sparse object; a failure after the object
+  // exists removes it again. Errors: NOT_FOUND, ALREADY_EXISTS,
+  // PERMISSION_DENIED, INVALID_ARGUMENT (bad name, length 0, unaligned or over
+  // the limit, not a regular file), each naming the object and the reason.
+  static absl::StatusOr<std::unique_ptr<SharedSource>> open(DisciplineKind kind, std::string_view name,
+                                                            const SharedSourceOptions& options);
+  SharedSource(const SharedSource&) = delete;
+  SharedSource& operator=(const SharedSource&) = delete;
+  ~SharedSource() override;  // fires kClose (if mapped), unmaps, closes
+
+  // The current length of the backing object (fstat); 0 if that fails.
+  size_t length() const;
+  // Reads from the object without mapping it (to check a header before
+  // mapping). OUT_OF_RANGE if the object is shorter than offset + len.
+  absl::Status read(size_t offset, void* out, size_t len) const;
+  // Maps the whole object MAP_SHARED, writable unless read_only. A non-null
+  // `hint` is tried exactly (MAP_FIXED_NOREPLACE) before anywhere else;
+  // at_hint() tells which happened. kPmem maps through libpmem, which picks
+  // the address itself (the hint is ignored). Fires kOpen.
+  absl::Status map(void* hint = nullptr);
+  bool at_hint() const { return at_hint_; }
+  // Takes an exclusive, non-blocking flock on the object: the region's single
+  // owner. FAILED_PRECONDITION if another open of the object holds it. The
+  // lock belongs to this open; a child forked afterwards shares it.
+  absl::Status lock_owner();
+
+  // MemorySource, after map():
+  char* base() const override { return base_; }
+  size_t reserved_bytes() const override { return mapped_; }
+  // Allocates backing for the range (fallocate), so a full file system fails
+  // here: errno ENOMEM and a kNoMemory event carrying the system's error.
+  // Works again on a range that was discarded. Read-only: errno EROFS.
+  bool commit(size_t offset, size_t len) override;
+  // Pages that were discarded are holes again: allocate their backing anew.
+  bool recommit(size_t offset, size_t len) override { return commit(offset, len); }
+  // Punches the range out of the object (fallback: MADV_REMOVE). Afterwards
+  // every mapper reads zeros and resident and on-disk size drop.
+  bool discard(size_t offset, size_t len) override;
+  // Makes the range (rounded out to pages) durable: shm nothing, file msync,
+  // pmem pmem_persist on real pmem and pmem_msync elsewhere.
+  bool persist(size_t offset, size_t len) override;
+
+  // Set before map() to see kOpen. The handler must not allocate.
+  void set_event_handler(SourceEventHandler handler, void* context) {
+    handler_ = handler;
+    handler_context_ = context;
+  }
+  DisciplineKind kind() const { return kind_; }
+  bool read_only() const { return read_only_; }
+  bool created() const { return created_; }
+  bool is_pmem() const { return is_pmem_; }
+  const std::string& name() const { return name_; }  // the name or path as given
+
+ private:
+  SharedSource(DisciplineKind kind, std::string name, int fd, bool read_only, bool created)
+      : kind_(kind), name_(std::move(name)), fd_(fd), read_only_(read_only), created_(created) {}
+
+  void fire(SourceEvent event, const char* what, size_t offset, size_t length, int error) const;
+  // errno set and false unless [offset, offset + len) is page-aligned, mapped
+  // and writable; fires kBadAddress for a range outside the mapping.
+  bool check_writable_range(size_t offset, size_t len) const;
+  // The object as messages name it, e.g. `shm object "/memd.x"`.
+  std::string describe() const;
+
+  DisciplineKind kind_;
+  std::string name_;
+  int fd_ = -1;
+  bool read_only_ = false;
+  bool created_ = false;
+  char* base_ = nullptr;
+  size_t mapped_ = 0;
+  bool at_hint_ = false;
+  bool is_pmem_ = false;
+  bool mapped_by_pmem_ = false;  // unmap with pmem_unmap, not munmap
+  SourceEventHandler handler_ = nullptr;
+  void* handler_context_ = nullptr;
+};
+
+}  // namespace memd::disciplines
