@@ -175,7 +175,7 @@ bool PageHeapOwner::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
     poison(region_, first + want, PageCount{have.value - want.value});
     heap::page_heap_shrink(region_, first, have, want, now);
   } else {
-    ok = heap::page_heap_extend(region_, first, have, want, zeroed);
+    ok = heap::page_heap_extend(region_, *source_, first, have, want, zeroed);
     if (ok) unpoison(region_, first + have, PageCount{want.value - have.value});
   }
   maybe_purge_locked_then_unlock(now);

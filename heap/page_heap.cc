@@ -273,6 +273,11 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
   }
   bool zeroed = !is_dirty(r.block(run).run_state);
   PageCount skip = align_skip(r, run, align);
+  if (r.block(run).run_state == kRunDiscarded &&
+      !source.recommit(data_offset_of(r, run + skip), n.bytes())) {
+    errno = ENOMEM;
+    return {};
+  }
   take_from_run(r, run, skip, n);
   PageIndex first = run + skip;
   mark_in_use(r, first, n, kind, cls);
@@ -285,14 +290,18 @@ void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_
   run_free_coalesced(r, first, n, kRunDirty, now_ms);
 }
 
-bool page_heap_extend(const Region& r, PageIndex first, PageCount have, PageCount want,
-                      bool* zeroed) {
+bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, PageCount have,
+                      PageCount want, bool* zeroed) {
   PageIndex after = first + have;
   if (after.value >= r.header->page_heap.committed_pages.load(std::memory_order_relaxed)) return false;
   PageIndex run = free_run_at(r, after);
   if (run != after) return false;
   PageCount extra{want.value - have.value};
   if (r.block(run).pages.value < extra.value) return false;
+  if (r.block(run).run_state == kRunDiscarded &&
+      !source.recommit(data_offset_of(r, run), extra.bytes())) {
+    return false;
+  }
   *zeroed = !is_dirty(r.block(run).run_state);
   take_from_run(r, run, PageCount{0}, extra);
   PageDesc d = r.page(first);
@@ -307,6 +316,24 @@ void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCoun
   r.block(first).pages = want;
   page_heap_free(r, first + want, PageCount{have.value - want.value}, now_ms);
 }
+
+void page_heap_reset(const Region& r) {
+  PageHeapState& s = r.header->page_heap;
+  s.in_use_pages = s.dirty_pages = s.discarded_pages = 0;
+  s.lru_oldest = s.lru_newest = kNoPage;
+  s.refault_pages = 0;
+  std::fill(std::begin(s.dirty.head), std::end(s.dirty.head), kNoPage);
+  std::fill(std::begin(s.clean.head), std::end(s.clean.head), kNoPage);
+  std::fill(std::begin(s.dirty.nonempty), std::end(s.dirty.nonempty), 0);
+  std::fill(std::begin(s.clean.nonempty), std::end(s.clean.nonempty), 0);
+}
+
+void page_heap_add_free(const Region& r, PageIndex first, PageCount n, uint8_t state) {
+  for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
+  run_free_coalesced(r, first, n, state, 0);
+}
+
+void page_heap_count_in_use(const Region& r, PageCount n) { r.header->page_heap.in_use_pages += n.value; }
 
 void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pages,
                             uint32_t decay_ms, PurgeBatch* batch) {

@@ -38,12 +38,20 @@ void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_
 // Grows the run [first, first + have) to `want` pages in place if the pages
 // after it are free. Returns whether it did; `zeroed` tells if the new pages
 // read as zero.
-bool page_heap_extend(const Region& r, PageIndex first, PageCount have, PageCount want,
-                      bool* zeroed);
+bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, PageCount have,
+                      PageCount want, bool* zeroed);
 
 // Shrinks the run [first, first + have) to `want` pages, freeing the tail.
 void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCount want,
                       uint32_t now_ms);
+
+// Recovery: forgets every free run and counter, keeping the committed mark.
+void page_heap_reset(const Region& r);
+// Recovery: records [first, first + n) as free pages in `state` (a RunState),
+// writing every page's descriptor, merging with free neighbours.
+void page_heap_add_free(const Region& r, PageIndex first, PageCount n, uint8_t state);
+// Recovery: counts `n` pages as in use (their descriptors are already right).
+void page_heap_count_in_use(const Region& r, PageCount n);
 
 // Dirty runs taken out of the heap to be discarded outside the lock.
 struct PurgeBatch {

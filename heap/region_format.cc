@@ -18,6 +18,7 @@ bool init_shared_mutex(pthread_mutex_t* m) {
   if (pthread_mutexattr_init(&attr) != 0) return false;
   pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
   pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
   int rc = pthread_mutex_init(m, &attr);
   pthread_mutexattr_destroy(&attr);
   return rc == 0;

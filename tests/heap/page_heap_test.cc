@@ -92,11 +92,11 @@ TEST_F(PageHeapTest, ExtendsInPlaceIntoAFreeSuccessorAndShrinks) {
   Alloc(1);
   page_heap_free(region_, b, PageCount{6}, 0);
   bool zeroed = true;
-  EXPECT_TRUE(page_heap_extend(region_, a, PageCount{2}, PageCount{5}, &zeroed));
+  EXPECT_TRUE(page_heap_extend(region_, source_, a, PageCount{2}, PageCount{5}, &zeroed));
   EXPECT_FALSE(zeroed);
   EXPECT_EQ(region_.block(a).pages.value, 5u);
   ExpectConsistent();
-  EXPECT_FALSE(page_heap_extend(region_, a, PageCount{5}, PageCount{10}, &zeroed));
+  EXPECT_FALSE(page_heap_extend(region_, source_, a, PageCount{5}, PageCount{10}, &zeroed));
   page_heap_shrink(region_, a, PageCount{5}, PageCount{1}, 0);
   EXPECT_EQ(region_.block(a).pages.value, 1u);
   ExpectConsistent();

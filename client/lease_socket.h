@@ -1,0 +1,73 @@
+// Leasing over a Unix stream socket: the owner of a shared region answers
+// client processes without a daemon. One fixed-size request and response
+// per call; the first request of a connection registers the process, and
+// the connection's end (EOF: the process exited or was killed) tells the
+// owner to take back everything the process held.
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/lease_channel.h"
+#include "client/lease_service.h"
+
+namespace memd::client {
+
+// The client end. Thread-safe: one call at a time on the connection.
+class SocketLeaseChannel final : public LeaseChannel {
+ public:
+  static absl::StatusOr<std::unique_ptr<SocketLeaseChannel>> connect(std::string_view path);
+  ~SocketLeaseChannel() override;
+
+  absl::StatusOr<ClientLease> hello(pid_t pid, uint64_t start_time) override;
+  absl::StatusOr<uint32_t> lease(heap::PageKind kind, uint16_t cls, heap::OwnerId owner, uint32_t count,
+                                 heap::AcquiredBlock* out) override;
+  absl::Status give_back(const heap::PageIndex* blocks, uint32_t n, bool empty) override;
+  absl::StatusOr<heap::AcquiredBlock> acquire_huge(heap::PageCount pages, heap::PageCount align) override;
+  absl::Status release_huge(heap::PageIndex first) override;
+  absl::StatusOr<bool> resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
+
+  // The wire messages (lease_socket.cc).
+  struct Request;
+  struct Response;
+
+ private:
+  explicit SocketLeaseChannel(int fd) : fd_(fd) {}
+  absl::Status call(const Request& req, Response* resp);
+
+  int fd_;
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+// The owner end: a thread that accepts clients on `path` and answers them
+// from `service`.
+class SocketLeaseServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SocketLeaseServer>> start(std::string_view path, LeaseService* service);
+  ~SocketLeaseServer();  // stops the thread, closes every connection, removes the socket file
+
+  // Clients registered and not yet gone.
+  uint32_t clients() const { return clients_.load(std::memory_order_relaxed); }
+
+ private:
+  SocketLeaseServer() = default;
+  void run();
+
+  LeaseService* service_ = nullptr;
+  std::string path_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: tells the thread to stop
+  std::thread thread_;
+  std::atomic<uint32_t> clients_{0};
+};
+
+}  // namespace memd::client

@@ -1,0 +1,96 @@
+#include "client/leased_blocks.h"
+
+#include <cerrno>
+
+#include "heap/remote_free.h"
+
+namespace memd::client {
+
+using heap::AcquiredBlock;
+using heap::PageIndex;
+
+void LeasedBlocks::init(const heap::Region& r, LeaseChannel* channel, const ClientLease& lease) {
+  region_ = r;
+  channel_ = channel;
+  lease_ = lease;
+}
+
+AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) {
+  Stash& s = stash_[list_of(kind, cls)];
+  pthread_mutex_lock(&lock_);
+  if (s.count == 0) {
+    AcquiredBlock got[kMaxLeaseBatch];
+    ++lease_calls_;
+    absl::StatusOr<uint32_t> n = channel_->lease(kind, cls, owner, s.batch, got);
+    if (!n.ok() || *n == 0) {
+      pthread_mutex_unlock(&lock_);
+      errno = ENOMEM;
+      return {};
+    }
+    s.batch = std::min(s.batch * 2, kMaxLeaseBatch);
+    // The first is the caller's (owned by `owner` already); the rest, owned
+    // by the stash, wait here.
+    for (uint32_t i = *n; i-- > 1;) {
+      s.blocks[s.count] = got[i].first;
+      s.zeroed[s.count] = got[i].zeroed;
+      ++s.count;
+    }
+    pthread_mutex_unlock(&lock_);
+    return got[0];
+  }
+  --s.count;
+  AcquiredBlock b{s.blocks[s.count], s.zeroed[s.count], false};
+  pthread_mutex_unlock(&lock_);
+  heap::set_owner(region_.block(b.first), owner);
+  return b;
+}
+
+void LeasedBlocks::release(PageIndex block) {
+  heap::BlockDesc& b = region_.block(block);
+  uint32_t list = list_of(b.kind, b.cls);
+  Stash& s = stash_[list];
+  pthread_mutex_lock(&lock_);
+  if (s.count < kStashMax) {
+    // Keep it: the next block of this class costs no round trip. It is
+    // disowned (by the thread heap); the stash takes it.
+    heap::set_owner(b, lease_.stash);
+    s.blocks[s.count] = block;
+    s.zeroed[s.count] = false;
+    ++s.count;
+    pthread_mutex_unlock(&lock_);
+    return;
+  }
+  pthread_mutex_unlock(&lock_);
+  (void)channel_->give_back(&block, 1, true);
+}
+
+void LeasedBlocks::abandon(PageIndex block) { (void)channel_->give_back(&block, 1, false); }
+
+AcquiredBlock LeasedBlocks::acquire_huge(heap::PageCount pages, heap::PageCount align) {
+  absl::StatusOr<AcquiredBlock> b = channel_->acquire_huge(pages, align);
+  if (!b.ok()) {
+    errno = ENOMEM;
+    return {};
+  }
+  return *b;
+}
+
+void LeasedBlocks::release_huge(PageIndex first) { (void)channel_->release_huge(first); }
+
+bool LeasedBlocks::resize_huge(PageIndex first, heap::PageCount want, bool* zeroed) {
+  absl::StatusOr<bool> ok = channel_->resize_huge(first, want, zeroed);
+  return ok.ok() && *ok;
+}
+
+void LeasedBlocks::return_all() {
+  pthread_mutex_lock(&lock_);
+  for (Stash& s : stash_) {
+    if (s.count == 0) continue;
+    // Stash blocks may be fresh or reused; the owner recounts them anyway.
+    (void)channel_->give_back(s.blocks, s.count, true);
+    s.count = 0;
+  }
+  pthread_mutex_unlock(&lock_);
+}
+
+}  // namespace memd::client

@@ -1,0 +1,58 @@
+// The block source of a client process: blocks leased from the region's
+// owner in batches, kept in a per-class stash until a thread heap needs one,
+// and given back in batches. In steady state a thread heap's slow path finds
+// a block in the stash without a round trip to the owner.
+//
+// Stash blocks are owned by the client's stash owner id (see lease_service.h),
+// so a client killed with blocks in its stash loses nothing: the owner takes
+// them back with the rest.
+#pragma once
+
+#include <pthread.h>
+
+#include <cstdint>
+
+#include "client/lease_channel.h"
+#include "heap/block_source.h"
+#include "heap/layout.h"
+#include "heap/size_class.h"
+
+namespace memd::client {
+
+class LeasedBlocks final : public heap::BlockSource {
+ public:
+  void init(const heap::Region& r, LeaseChannel* channel, const ClientLease& lease);
+
+  heap::AcquiredBlock acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) override;
+  void release(heap::PageIndex block) override;
+  void abandon(heap::PageIndex block) override;
+  heap::AcquiredBlock acquire_huge(heap::PageCount pages, heap::PageCount align) override;
+  void release_huge(heap::PageIndex first) override;
+  bool resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
+
+  // Gives every stashed block back (the process is detaching).
+  void return_all();
+  uint64_t lease_calls() const { return lease_calls_; }
+
+ private:
+  static constexpr uint32_t kLists = heap::kMaxSegregatedClasses + 1;  // last: large blocks
+  static constexpr uint32_t kStashMax = 8;                             // empty blocks kept per list
+  struct Stash {
+    heap::PageIndex blocks[kMaxLeaseBatch + kStashMax];
+    bool zeroed[kMaxLeaseBatch + kStashMax];
+    uint32_t count = 0;
+    uint32_t batch = 2;  // next lease size: doubles while the class keeps asking
+  };
+  uint32_t list_of(heap::PageKind kind, uint16_t cls) const {
+    return kind == heap::PageKind::kLarge ? kLists - 1 : cls;
+  }
+
+  heap::Region region_{};
+  LeaseChannel* channel_ = nullptr;
+  ClientLease lease_{};
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  Stash stash_[kLists];
+  uint64_t lease_calls_ = 0;
+};
+
+}  // namespace memd::client

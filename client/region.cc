@@ -1,0 +1,410 @@
+#include "client/region.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client/arena.h"
+#include "client/diag.h"
+#include "client/region_impl.h"
+#include "heap/recovery.h"
+#include "heap/region_format.h"
+
+namespace memd {
+namespace {
+
+using disciplines::DisciplineKind;
+using disciplines::SharedSource;
+
+DisciplineKind kind_of(Discipline d) { return static_cast<DisciplineKind>(d); }
+
+absl::Status check_name(std::string_view name, Discipline d) {
+  if (d != Discipline::kShm && d != Discipline::kFile && d != Discipline::kPmem) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown discipline ", static_cast<uint32_t>(d)));
+  }
+  return d == Discipline::kShm ? disciplines::validate_region_name(name) : disciplines::validate_path(name);
+}
+
+// Where a region prefers to live: the same address in every process, so that
+// raw pointers libstdc++'s node containers keep inside it stay valid. A
+// range far from where the kernel puts heaps, stacks and libraries, chosen
+// by the name so that regions rarely collide.
+void* preferred_address(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return reinterpret_cast<void*>(uintptr_t{0x100000000000} + (h % 1024) * (uintptr_t{1} << 36));
+}
+
+void forward_source_event(void* context, const disciplines::SourceEventInfo& info) {
+  auto* impl = static_cast<RegionImpl*>(context);
+  RegionEvent e = static_cast<RegionEvent>(info.event);
+  impl->event(e, impl->source && impl->source->base() ? impl->source->base() + info.offset : nullptr, info.what);
+}
+
+// Reads and validates the header of an object before mapping it. Returns
+// where the region prefers to be mapped.
+absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d) {
+  alignas(heap::RegionHeader) unsigned char bytes[sizeof(heap::RegionHeader)] = {};
+  const auto& h = *reinterpret_cast<const heap::RegionHeader*>(bytes);
+  size_t len = source.length();
+  if (len >= sizeof bytes) {
+    if (absl::Status s = source.read(0, bytes, sizeof bytes); !s.ok()) return s;
+  }
+  char why[200];
+  heap::FormatError e = heap::region_validate(h, len, why, sizeof why);
+  std::string msg = absl::StrCat(source.name(), ": ", why);
+  switch (e) {
+    case heap::FormatError::kOk:
+      break;
+    case heap::FormatError::kVersion:
+    case heap::FormatError::kPageSize:
+    case heap::FormatError::kIncompatible:
+      return absl::FailedPreconditionError(msg);
+    case heap::FormatError::kNotARegion:
+      return absl::InvalidArgumentError(msg);
+    default:
+      return absl::DataLossError(msg);
+  }
+  // A file made as kFile may be opened as kPmem and back: both are files.
+  bool is_shm = d == Discipline::kShm, made_shm = h.discipline == static_cast<uint32_t>(Discipline::kShm);
+  if (is_shm != made_shm) {
+    return absl::InvalidArgumentError(absl::StrCat(source.name(), ": made with discipline ", h.discipline));
+  }
+  return h.preferred_base;
+}
+
+absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
+  impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
+  if (!impl->pool.init(impl->region, impl->classes.get(), source, holder)) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot map thread heaps: ", std::strerror(errno)));
+  }
+  if (!client::register_host(&impl->pool, &impl->handle)) {
+    return absl::ResourceExhaustedError("too many heaps and regions open in this process");
+  }
+  impl->registered = true;
+  return absl::OkStatus();
+}
+
+// Becomes the owner of a mapped, validated region: recovers it (always: it
+// rebuilds the derived state, and after a crash repairs it), then marks it open.
+absl::Status take_ownership(RegionImpl* impl) {
+  heap::RegionHeader& h = *impl->region.header;
+  bool clean = h.clean_close.load(std::memory_order_acquire) == 1;
+  impl->pages = std::make_unique<client::PageHeapOwner>();
+  impl->pages->init(impl->source.get(), impl->region);
+  heap::RecoveryReport report;
+  std::vector<heap::PageIndex> keep;
+  heap::region_recover(impl->region, impl->pages->classes(), *impl->source,
+                       [&](heap::PageIndex b) { keep.push_back(b); }, &report);
+  for (heap::PageIndex b : keep) impl->pages->abandon(b);
+  // Roots left half made by a crash: their objects are lost, the names free.
+  for (uint32_t i = 0; i < h.max_roots; ++i) {
+    if (impl->region.roots[i].state.load() == heap::RootState::kConstructing) {
+      impl->region.roots[i].state.store(heap::RootState::kFree);
+    }
+  }
+  if (!clean) {
+    h.recoveries += 1;
+    h.leaked_objects += report.leaked_objects;
+  }
+  h.owner_pid = getpid();
+  impl->generation = h.generation.fetch_add(1) + 1;
+  h.clean_close.store(0, std::memory_order_release);
+  impl->owner = true;
+  impl->service = std::make_unique<client::LeaseService>(impl->pages.get());
+  return attach_threads(impl, impl->pages.get(), heap::kProcessHolder);
+}
+
+}  // namespace
+
+void RegionImpl::detach_all() {
+  if (registered) {
+    // Threads that used the region and are still alive lose their heaps;
+    // the contract is that none of them uses the region any more.
+    client::detach_thread_heap(handle);
+    pool.for_each_attached([this](heap::OwnerHeap& h) { pool.detach_thread(&h); });
+    client::unregister_arena(handle);
+    registered = false;
+  }
+  if (leased) leased->return_all();
+}
+
+Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) {}
+
+Region::~Region() {
+  RegionImpl& r = *impl_;
+  if (r.read_only) {
+    r.event(RegionEvent::kClose, r.region.base, "region closed");
+    return;
+  }
+  r.server.reset();  // no new leases
+  r.detach_all();
+  if (r.owner) {
+    // Everything is on disk before the region says it was closed cleanly.
+    r.source->persist(0, r.source->reserved_bytes());
+    r.region.header->clean_close.store(1, std::memory_order_release);
+    r.source->persist(0, heap::kPageSize);
+  }
+  r.channel.reset();  // the owner sees the connection end
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, const RegionOptions& options) {
+  if (absl::Status s = check_name(name, options.discipline); !s.ok()) return s;
+  if (options.method != Method::kBest) return absl::InvalidArgumentError("unknown method");
+  if (!heap::params_valid(options.params)) return absl::InvalidArgumentError("invalid heap parameters");
+  if (options.max_threads == 0 || options.max_threads > heap::kMaxOwnerSlots - 1 || options.max_clients == 0 ||
+      options.max_clients >= heap::kProcessHolder || options.max_roots == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_threads must be 1..", heap::kMaxOwnerSlots - 1,
+                                                   ", max_clients 1..", heap::kProcessHolder - 1,
+                                                   ", max_roots at least 1"));
+  }
+  size_t bytes = (options.max_bytes + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
+  heap::FormatSpec spec;
+  spec.params = options.params;
+  spec.max_owners = options.max_threads + options.max_clients;  // + one stash per client
+  spec.max_clients = options.max_clients;
+  spec.max_roots = options.max_roots;
+  spec.method = static_cast<uint32_t>(options.method);
+  spec.discipline = static_cast<uint32_t>(options.discipline);
+  spec.secret = client::random_secret();
+  if (heap::region_max_pages(bytes, spec) < 64) {
+    return absl::InvalidArgumentError(absl::StrCat("max_bytes ", options.max_bytes,
+                                                   " leaves no room for data pages after the tables"));
+  }
+  auto impl = std::make_unique<RegionImpl>();
+  impl->name = std::string(name);
+  impl->discipline = options.discipline;
+  disciplines::SharedSourceOptions so;
+  so.length = bytes;
+  so.create = true;
+  so.mode = options.mode;
+  absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(options.discipline), name, so);
+  if (!src.ok()) return src.status();
+  impl->source = std::move(*src);
+  impl->source->set_event_handler(forward_source_event, impl.get());
+  auto fail = [&](absl::Status s) {
+    impl->source.reset();
+    (void)disciplines::remove_shared(kind_of(options.discipline), name);
+    return s;
+  };
+  if (absl::Status s = impl->source->lock_owner(); !s.ok()) return fail(s);
+  if (absl::Status s = impl->source->map(preferred_address(name)); !s.ok()) return fail(s);
+  if (!heap::region_format(*impl->source, spec)) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat("cannot format the region: ", std::strerror(errno))));
+  }
+  impl->region = heap::Region::attach(impl->source->base());
+  if (absl::Status s = take_ownership(impl.get()); !s.ok()) return fail(s);
+  return std::unique_ptr<Region>(new Region(std::move(impl)));
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, Discipline d, bool read_only,
+                                                         uint64_t* preferred_base) {
+  if (absl::Status s = check_name(name, d); !s.ok()) return s;
+  auto impl = std::make_unique<RegionImpl>();
+  impl->name = std::string(name);
+  impl->discipline = d;
+  impl->read_only = read_only;
+  disciplines::SharedSourceOptions so;
+  so.read_only = read_only;
+  absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(d), name, so);
+  if (!src.ok()) return src.status();
+  impl->source = std::move(*src);
+  absl::StatusOr<uint64_t> base = read_header(*impl->source, d);
+  if (!base.ok()) return base.status();
+  *preferred_base = *base;
+  impl->source->set_event_handler(forward_source_event, impl.get());
+  return impl;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Discipline discipline) {
+  uint64_t preferred = 0;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, false, &preferred);
+  if (!impl.ok()) return impl.status();
+  RegionImpl* r = impl->get();
+  if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
+  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  r->region = heap::Region::attach(r->source->base());
+  if (absl::Status s = take_ownership(r); !s.ok()) return s;
+  return std::unique_ptr<Region>(new Region(std::move(*impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Discipline discipline,
+                                                       std::string_view owner_socket, bool read_only) {
+  uint64_t preferred = 0;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, read_only, &preferred);
+  if (!impl.ok()) return impl.status();
+  RegionImpl* r = impl->get();
+  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  r->region = heap::Region::attach(r->source->base());
+  r->generation = r->region.header->generation.load();
+  if (read_only) {
+    r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
+    return std::unique_ptr<Region>(new Region(std::move(*impl)));
+  }
+  absl::StatusOr<std::unique_ptr<client::SocketLeaseChannel>> ch = client::SocketLeaseChannel::connect(owner_socket);
+  if (!ch.ok()) return ch.status();
+  r->channel = std::move(*ch);
+  absl::StatusOr<client::ClientLease> lease = r->channel->hello(getpid(), client::process_start_time(getpid()));
+  if (!lease.ok()) return lease.status();
+  r->lease = *lease;
+  r->leased = std::make_unique<client::LeasedBlocks>();
+  r->leased->init(r->region, r->channel.get(), r->lease);
+  if (absl::Status s = attach_threads(r, r->leased.get(), r->lease.holder); !s.ok()) return s;
+  return std::unique_ptr<Region>(new Region(std::move(*impl)));
+}
+
+absl::Status Region::remove(std::string_view name, Discipline discipline) {
+  if (absl::Status s = check_name(name, discipline); !s.ok()) return s;
+  return disciplines::remove_shared(kind_of(discipline), name);
+}
+
+absl::Status Region::serve(std::string_view path) {
+  if (!impl_->owner) return absl::FailedPreconditionError("only the region's owner serves leases");
+  if (impl_->server) return absl::FailedPreconditionError("already serving");
+  absl::StatusOr<std::unique_ptr<client::SocketLeaseServer>> s =
+      client::SocketLeaseServer::start(path, impl_->service.get());
+  if (!s.ok()) return s.status();
+  impl_->server = std::move(*s);
+  return absl::OkStatus();
+}
+
+// --- data plane ---
+
+void* Region::alloc(size_t size) noexcept {
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::OwnerHeap* h = impl_->thread_heap();
+  void* p = h ? h->alloc(size) : nullptr;
+  if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  return p;
+}
+
+void* Region::alloc_aligned(size_t size, size_t align) noexcept {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::OwnerHeap* h = impl_->thread_heap();
+  return h ? h->alloc_aligned(size, align) : nullptr;
+}
+
+void* Region::alloc_zeroed(size_t size) noexcept {
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::OwnerHeap* h = impl_->thread_heap();
+  return h ? h->alloc_zeroed(size) : nullptr;
+}
+
+void Region::free(void* p) noexcept {
+  if (p == nullptr) return;
+  if (impl_->read_only) {
+    errno = EROFS;
+    return;
+  }
+  if (!contains(p)) {
+    impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
+    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Region::free", p,
+                              __builtin_return_address(0));
+    return;
+  }
+  heap::FreeStatus s = client::thread_heap_or_stranger(impl_->handle)->free(p);
+  if (s != heap::FreeStatus::kOk) {
+    impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
+    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
+                                                                 : client::HeapError::kInvalidPointer,
+                              "memd::Region::free", p, __builtin_return_address(0));
+  }
+}
+
+void* Region::resize(void* p, size_t size) noexcept {
+  if (p == nullptr) return alloc(size);
+  if (size == 0) {
+    free(p);
+    return nullptr;
+  }
+  heap::OwnerHeap* h = impl_->read_only ? nullptr : impl_->thread_heap();
+  if (h == nullptr) return nullptr;
+  if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
+    impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
+    errno = EINVAL;
+    return nullptr;
+  }
+  return h->realloc(p, size);
+}
+
+size_t Region::size(const void* p) const {
+  if (!contains(p) || !impl_->registered) return 0;
+  heap::OwnerHeap* h = client::thread_heap_or_stranger(impl_->handle);
+  return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
+}
+
+uint64_t Region::offset_of(const void* p) const { return impl_->region.offset_of(p); }
+void* Region::at(uint64_t offset) const { return impl_->region.data + offset; }
+bool Region::contains(const void* p) const { return impl_->region.contains(p); }
+char* Region::base() const { return impl_->region.base; }
+bool Region::at_preferred_address() const {
+  return reinterpret_cast<uintptr_t>(impl_->region.base) == impl_->region.header->preferred_base;
+}
+
+// --- durability, checks ---
+
+absl::Status Region::persist(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  if (c < impl_->region.base || n > impl_->source->reserved_bytes() ||
+      static_cast<size_t>(c - impl_->region.base) > impl_->source->reserved_bytes() - n) {
+    return absl::OutOfRangeError("persist of a range outside the region");
+  }
+  size_t off = static_cast<size_t>(c - impl_->region.base);
+  size_t lo = off & ~(heap::kPageSize - 1);
+  if (!impl_->source->persist(lo, off + n - lo)) {
+    return absl::InternalError(absl::StrCat("persist failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Region::checkpoint() {
+  if (!impl_->source->persist(0, impl_->source->reserved_bytes())) {
+    return absl::InternalError(absl::StrCat("checkpoint failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Region::check() {
+  char message[256];
+  bool ok = impl_->pages ? impl_->pages->check(message, sizeof message)
+                         : heap::region_check(impl_->region, *impl_->classes, message, sizeof message);
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
+}
+
+heap::RegionStats Region::stat() {
+  if (impl_->pages) return impl_->pages->stat();
+  return heap::region_stat(impl_->region, *impl_->classes);
+}
+
+void Region::set_event_handler(RegionEventHandler handler, void* context) {
+  impl_->handler = handler;
+  impl_->handler_context = context;
+}
+
+bool Region::is_owner() const { return impl_->owner; }
+bool Region::read_only() const { return impl_->read_only; }
+Discipline Region::discipline() const { return impl_->discipline; }
+Method Region::method() const { return static_cast<Method>(impl_->region.header->method); }
+uint64_t Region::generation() const { return impl_->region.header->generation.load(); }
+
+}  // namespace memd

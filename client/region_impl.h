@@ -1,0 +1,59 @@
+// What a memd::Region is made of in one process. The owner runs the page
+// heap (PageHeapOwner) and serves leases; a client leases blocks through a
+// channel (LeasedBlocks). Both allocate through a pool of thread heaps
+// registered with the thread-heap registry, like a private heap.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "client/leased_blocks.h"
+#include "client/lease_service.h"
+#include "client/lease_socket.h"
+#include "client/owner_heap_pool.h"
+#include "client/page_heap_owner.h"
+#include "client/region.h"
+#include "client/thread_heaps.h"
+#include "disciplines/shared_source.h"
+#include "heap/layout.h"
+#include "heap/size_class.h"
+
+namespace memd {
+
+class RegionImpl {
+ public:
+  std::string name;
+  Discipline discipline = Discipline::kShm;
+  std::unique_ptr<disciplines::SharedSource> source;
+  heap::Region region{};
+  std::unique_ptr<heap::SizeClasses> classes;
+  bool owner = false;
+  bool read_only = false;
+  uint64_t generation = 0;
+
+  // Owner side.
+  std::unique_ptr<client::PageHeapOwner> pages;
+  std::unique_ptr<client::LeaseService> service;
+  std::unique_ptr<client::SocketLeaseServer> server;
+  // Client side.
+  std::unique_ptr<client::LeaseChannel> channel;
+  std::unique_ptr<client::LeasedBlocks> leased;
+  client::ClientLease lease{};
+
+  client::OwnerHeapPool pool;
+  client::ArenaHandle handle{};
+  bool registered = false;
+
+  RegionEventHandler handler = nullptr;
+  void* handler_context = nullptr;
+
+  heap::OwnerHeap* thread_heap() { return client::thread_heap(handle); }
+  void event(RegionEvent e, const void* address, const char* what) const {
+    if (handler != nullptr) handler(handler_context, e, address, what);
+  }
+  // Gives back what this process holds: its thread heaps' blocks, its stash.
+  void detach_all();
+};
+
+}  // namespace memd

@@ -1,0 +1,158 @@
+// Named roots: a table in the region of (name -> object offset, size, type),
+// changed under a robust, recursive, process-shared mutex in the header.
+// Robust: a process killed while holding it hands the next locker
+// EOWNERDEAD, and the table is repaired (a root left half constructed is
+// dropped; its object leaks). Recursive: a constructor may make roots too.
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "client/region.h"
+#include "client/region_impl.h"
+
+namespace memd {
+namespace {
+
+using heap::RootEntry;
+using heap::RootState;
+
+void repair_roots(const heap::Region& r) {
+  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+    if (r.roots[i].state.load() == RootState::kConstructing) r.roots[i].state.store(RootState::kFree);
+  }
+}
+
+void lock_roots(const heap::Region& r) {
+  int rc = pthread_mutex_lock(&r.header->roots_lock);
+  if (rc == EOWNERDEAD) {
+    repair_roots(r);
+    pthread_mutex_consistent(&r.header->roots_lock);
+  }
+}
+
+void unlock_roots(const heap::Region& r) { pthread_mutex_unlock(&r.header->roots_lock); }
+
+RootEntry* find_entry(const heap::Region& r, std::string_view name) {
+  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+    RootEntry& e = r.roots[i];
+    if (e.state.load() == RootState::kFree) continue;
+    if (e.name_len == name.size() && std::memcmp(e.name, name.data(), name.size()) == 0) return &e;
+  }
+  return nullptr;
+}
+
+bool valid_root_name(std::string_view name) { return !name.empty() && name.size() <= heap::kRootNameMax; }
+
+}  // namespace
+
+uint64_t Region::type_hash(const char* name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return h;
+}
+
+void* Region::find_root(std::string_view name, uint64_t type) const {
+  const heap::Region& r = impl_->region;
+  if (!valid_root_name(name)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // Reading needs no lock: a ready entry's fields are written before its
+  // state (and read-only attachments cannot take the lock).
+  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+    RootEntry& e = r.roots[i];
+    if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
+    if (e.name_len != name.size() || std::memcmp(e.name, name.data(), name.size()) != 0) continue;
+    if (e.type != type) {
+      errno = EINVAL;  // a root of another type
+      return nullptr;
+    }
+    return r.data + e.offset;
+  }
+  errno = ENOENT;
+  return nullptr;
+}
+
+std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, size_t align, uint64_t type) {
+  const heap::Region& r = impl_->region;
+  if (!valid_root_name(name) || impl_->read_only) {
+    errno = impl_->read_only ? EROFS : EINVAL;
+    return {nullptr, false};
+  }
+  lock_roots(r);
+  if (RootEntry* e = find_entry(r, name)) {
+    void* p = nullptr;
+    if (e->state.load() == RootState::kReady && e->type == type) p = r.data + e->offset;
+    else errno = e->state.load() == RootState::kReady ? EINVAL : EBUSY;  // another type / being made by us
+    unlock_roots(r);
+    return {p, false};
+  }
+  RootEntry* slot = nullptr;
+  for (uint32_t i = 0; i < r.header->max_roots && slot == nullptr; ++i) {
+    if (r.roots[i].state.load() == RootState::kFree) slot = &r.roots[i];
+  }
+  void* mem = slot ? alloc_aligned(size ? size : 1, align < 16 ? 16 : align) : nullptr;
+  if (mem == nullptr) {
+    if (slot == nullptr) errno = ENOSPC;
+    unlock_roots(r);
+    return {nullptr, false};
+  }
+  slot->name_len = static_cast<uint32_t>(name.size());
+  std::memcpy(slot->name, name.data(), name.size());
+  slot->name[name.size()] = '\0';
+  slot->offset = offset_of(mem);
+  slot->size = size;
+  slot->type = type;
+  slot->state.store(RootState::kConstructing, std::memory_order_release);
+  // Stays locked until publish_root: others wait for the object to exist.
+  return {mem, true};
+}
+
+void Region::publish_root(std::string_view name, bool constructed) {
+  const heap::Region& r = impl_->region;
+  RootEntry* e = find_entry(r, name);
+  if (e != nullptr && e->state.load() == RootState::kConstructing) {
+    if (constructed) {
+      e->state.store(RootState::kReady, std::memory_order_release);
+    } else {
+      free(r.data + e->offset);
+      e->state.store(RootState::kFree, std::memory_order_release);
+    }
+  }
+  unlock_roots(r);
+}
+
+void* Region::take_root(std::string_view name, uint64_t type) {
+  const heap::Region& r = impl_->region;
+  if (!valid_root_name(name) || impl_->read_only) {
+    errno = impl_->read_only ? EROFS : EINVAL;
+    return nullptr;
+  }
+  lock_roots(r);
+  RootEntry* e = find_entry(r, name);
+  void* p = nullptr;
+  if (e == nullptr || e->state.load() != RootState::kReady) {
+    errno = ENOENT;
+  } else if (e->type != type) {
+    errno = EINVAL;
+  } else {
+    p = r.data + e->offset;
+    e->state.store(RootState::kFree, std::memory_order_release);
+  }
+  unlock_roots(r);
+  return p;
+}
+
+std::vector<RootInfo> Region::list() const {
+  const heap::Region& r = impl_->region;
+  std::vector<RootInfo> out;
+  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+    RootEntry& e = r.roots[i];
+    if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
+    out.push_back({std::string(e.name, e.name_len), e.offset, e.size, e.type});
+  }
+  return out;
+}
+
+}  // namespace memd

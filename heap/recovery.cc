@@ -1,0 +1,285 @@
+#include "heap/recovery.h"
+
+#include <cstring>
+
+#include "heap/block.h"
+#include "heap/large_heap.h"
+#include "heap/page_heap.h"
+#include "heap/remote_free.h"
+
+namespace memd::heap {
+namespace {
+
+bool in_use_kind(PageKind k) {
+  return k == PageKind::kSegregated || k == PageKind::kLarge || k == PageKind::kHuge;
+}
+
+// The length of the block starting at `p` if its descriptors say it is one,
+// else 0.
+uint32_t valid_block_at(const Region& r, const SizeClasses& classes, PageIndex p, uint32_t committed) {
+  PageDesc d = r.page(p);
+  if (!in_use_kind(d.kind) || d.block != p.value) return 0;
+  uint32_t n = r.block(p).pages.value;
+  if (n == 0 || n > committed - p.value) return 0;
+  if (d.kind == PageKind::kSegregated) {
+    if (d.cls < classes.first_class() || d.cls > classes.last_class() ||
+        n != classes.info(d.cls).block_pages) {
+      return 0;
+    }
+  } else if (d.kind == PageKind::kLarge && n != r.header->params.large_block_pages) {
+    return 0;
+  }
+  uint64_t want = d.pack();
+  for (uint32_t i = 1; i < n; ++i) {
+    if (r.page_descs[p.value + i].load(std::memory_order_relaxed) != want) return 0;
+  }
+  return n;
+}
+
+// Walks a free list of in-block offsets + 1 starting at `head`, keeping the
+// entries that are below `bump`, object-aligned and not yet seen, and cutting
+// the list at the first that is not. Returns the entries kept.
+uint32_t keep_good_prefix(char* base, uint32_t* head, uint32_t size, uint32_t bump, uint64_t* seen,
+                          uint64_t* leaked) {
+  uint32_t kept = 0;
+  uint32_t* link = head;
+  while (*link != 0) {
+    uint32_t off = *link - 1;
+    uint32_t idx = off / size;
+    if (off >= bump || off % size != 0 || (seen[idx / 64] >> (idx % 64) & 1)) {
+      *link = 0;  // the rest is unreachable safely: it leaks
+      ++*leaked;
+      break;
+    }
+    seen[idx / 64] |= uint64_t{1} << (idx % 64);
+    ++kept;
+    link = reinterpret_cast<uint32_t*>(base + off);
+  }
+  return kept;
+}
+
+bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex block, uint64_t* leaked) {
+  BlockDesc& b = r.block(block);
+  char* base = r.page_address(block);
+  const ClassInfo& info = classes.info(r.page(block).cls);
+  b.cls = static_cast<uint16_t>(r.page(block).cls);
+  b.kind = PageKind::kSegregated;
+  b.flags = 0;
+  b.prev = b.next = kNoPage;
+  b.pending_next.store(0, std::memory_order_relaxed);
+  if (b.end == 0) {
+    // Handed out, never initialized: nothing was ever allocated from it.
+    b.remote_head.store(0, std::memory_order_relaxed);
+    b.free_head = b.bump = b.used = 0;
+    b.end = info.end;
+    return true;
+  }
+  if (b.end != info.end) {
+    *leaked += 1;
+    b.end = info.end;
+  }
+  if (b.bump > b.end || b.bump % info.size != 0) {
+    b.bump = b.bump > b.end ? b.end : b.bump - b.bump % info.size;
+  }
+  uint64_t seen[(kPageSize * 16 / kMinObject) / 64] = {};
+  uint32_t free_count = keep_good_prefix(base, &b.free_head, info.size, b.bump, seen, leaked);
+  // The remote list, taken whole, is appended object by object.
+  uint32_t remote = b.remote_head.exchange(0, std::memory_order_acq_rel);
+  uint32_t kept_remote = keep_good_prefix(base, &remote, info.size, b.bump, seen, leaked);
+  for (uint32_t h = remote, n = 0; h != 0 && n < kept_remote; ++n) {
+    char* p = base + h - 1;
+    uint32_t next = link_of(p);
+    link_of(p) = b.free_head;
+    tag_of(p) = free_tag(r.header->secret, r.offset_of(p));
+    b.free_head = h;
+    h = next;
+  }
+  free_count += kept_remote;
+  b.used = b.bump / info.size - free_count;
+  return b.used == 0;
+}
+
+bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
+  BlockDesc& b = r.block(block);
+  char* base = r.page_address(block);
+  const uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+  const uint64_t secret = r.header->secret;
+  b.kind = PageKind::kLarge;
+  b.flags = 0;
+  b.prev = b.next = kNoPage;
+  b.pending_next.store(0, std::memory_order_relaxed);
+  b.remote_head.store(0, std::memory_order_relaxed);  // remote chunks are marked; they become free below
+  uint32_t off = 0, prev_size = 0;
+  bool any_busy = false;
+  ChunkHeader* last_free = nullptr;
+  while (off < bytes) {
+    auto* c = reinterpret_cast<ChunkHeader*>(base + off);
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    bool sane = c->size >= 2 * sizeof(ChunkHeader) && c->size % kChunkAlign == 0 && c->size <= bytes - off &&
+                (state == kChunkBusy || chunk_state_is_free(state)) &&
+                c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
+    if (!sane) {
+      // The rest of the block becomes one free chunk.
+      if (off != 0 || any_busy) ++*leaked;
+      c->size = bytes - off;
+      c->check = static_cast<uint32_t>(secret ^ r.offset_of(c));
+      state = kChunkFree;
+    }
+    c->prev_size = prev_size;
+    if (state == kChunkBusy) {
+      any_busy = true;
+      last_free = nullptr;
+    } else if (last_free != nullptr) {
+      // Merge with the free chunk before: adoption expects coalesced chunks.
+      last_free->size += c->size;
+      off += c->size;
+      continue;
+    } else {
+      __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
+      last_free = c;
+    }
+    prev_size = c->size;
+    off += c->size;
+  }
+  // prev_size of a chunk after a merged run: fix in a second pass.
+  prev_size = 0;
+  for (off = 0; off < bytes;) {
+    auto* c = reinterpret_cast<ChunkHeader*>(base + off);
+    c->prev_size = prev_size;
+    prev_size = c->size;
+    off += c->size;
+  }
+  return !any_busy;
+}
+
+void close_owner_slot(const Region& r, uint32_t slot) {
+  OwnerSlot& s = r.slots[slot];
+  uint64_t gen = s.pending.load(std::memory_order_relaxed) >> 32;
+  s.pending.store(gen << 32 | kPendingClosed, std::memory_order_release);
+  s.in_use.store(0, std::memory_order_release);
+}
+
+}  // namespace
+
+bool block_repair(const Region& r, const SizeClasses& classes, PageIndex block, uint64_t* leaked) {
+  return r.page(block).kind == PageKind::kLarge ? repair_large(r, block, leaked)
+                                                 : repair_segregated(r, classes, block, leaked);
+}
+
+namespace recovery_detail {
+
+void recover(const Region& r, const SizeClasses& classes, MemorySource& source, KeepFn keep, void* ctx,
+             RecoveryReport* report) {
+  *report = {};
+  RegionHeader& h = *r.header;
+  for (uint32_t slot = 0; slot < h.max_owners; ++slot) close_owner_slot(r, slot);
+  for (uint32_t i = 0; i < h.max_clients; ++i) r.leases[i].state.store(LeaseState::kFree, std::memory_order_release);
+  h.next_owner_hint.store(0, std::memory_order_relaxed);
+  h.abandoned_frees.store(0, std::memory_order_relaxed);
+
+  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  page_heap_reset(r);
+  uint32_t gap_start = UINT32_MAX;
+  auto close_gap = [&](uint32_t end) {
+    if (gap_start == UINT32_MAX) return;
+    PageCount n{end - gap_start};
+    // Their contents are stale, and on a shared object possibly holes:
+    // discard them, so that reuse allocates backing again.
+    source.discard(data_offset_of(r, PageIndex{gap_start}), n.bytes());
+    page_heap_add_free(r, PageIndex{gap_start}, n, kRunDiscarded);
+    ++report->free_runs;
+    gap_start = UINT32_MAX;
+  };
+  for (uint32_t p = 0; p < committed;) {
+    uint32_t n = valid_block_at(r, classes, PageIndex{p}, committed);
+    if (n == 0) {
+      if (gap_start == UINT32_MAX) gap_start = p;
+      ++p;
+      continue;
+    }
+    close_gap(p);
+    page_heap_count_in_use(r, PageCount{n});
+    p += n;
+  }
+  close_gap(committed);
+
+  // Every block is ownerless now; repair each, free the empty ones.
+  for (uint32_t p = 0; p < committed;) {
+    PageIndex at{p};
+    PageDesc d = r.page(at);
+    uint32_t n = r.block(at).pages.value;
+    if (!in_use_kind(d.kind) || d.block != p) {
+      p += n ? n : 1;
+      continue;
+    }
+    BlockDesc& b = r.block(at);
+    uint32_t word = b.owner_word.exchange(0, std::memory_order_acq_rel);
+    bool empty;
+    if (d.kind == PageKind::kHuge) {
+      empty = word != 0;  // claimed by a free (or a cache): not live
+      if (!empty) ++report->huge_live;
+    } else {
+      empty = block_repair(r, classes, at, &report->leaked_objects);
+    }
+    if (empty) {
+      page_heap_free(r, at, PageCount{n}, 0);
+      ++report->blocks_released;
+    } else if (d.kind != PageKind::kHuge) {
+      ++report->blocks_live;
+      keep(ctx, at);
+    }
+    p += n;
+  }
+}
+
+uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, uint32_t now_ms,
+                 KeepFn keep, void* ctx, uint64_t* leaked) {
+  RegionHeader& h = *r.header;
+  // Slots of the dead holder: close them first, so that no notification is
+  // pushed to them any more.
+  uint64_t dead[kMaxOwnerSlots / 64] = {};
+  bool any = false;
+  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+    if (r.slots[slot].in_use.load(std::memory_order_acquire) != holder) continue;
+    dead[slot / 64] |= uint64_t{1} << (slot % 64);
+    any = true;
+  }
+  if (!any) return 0;
+  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+    if (dead[slot / 64] >> (slot % 64) & 1) {
+      OwnerSlot& s = r.slots[slot];
+      uint64_t gen = s.pending.load(std::memory_order_relaxed) >> 32;
+      s.pending.store(gen << 32 | kPendingClosed, std::memory_order_release);
+    }
+  }
+  uint32_t taken = 0;
+  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  for (uint32_t p = 0; p < committed;) {
+    PageIndex at{p};
+    PageDesc d = r.page(at);
+    BlockDesc& b = r.block(at);
+    uint32_t n = b.pages.value ? b.pages.value : 1;
+    if (!in_use_kind(d.kind) || d.block != p) {
+      p += n;
+      continue;
+    }
+    uint32_t word = b.owner_word.load(std::memory_order_acquire);
+    OwnerId owner = owner_of(word);
+    bool ours = owner != kNoOwner && slot_of(owner) < h.max_owners &&
+                (dead[slot_of(owner) / 64] >> (slot_of(owner) % 64) & 1);
+    if (ours && b.owner_word.compare_exchange_strong(word, 0, std::memory_order_acq_rel)) {
+      ++taken;
+      bool empty = d.kind == PageKind::kHuge || block_repair(r, classes, at, leaked);
+      if (empty) page_heap_free(r, at, PageCount{n}, now_ms);
+      else keep(ctx, at);
+    }
+    p += n;
+  }
+  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+    if (dead[slot / 64] >> (slot % 64) & 1) r.slots[slot].in_use.store(0, std::memory_order_release);
+  }
+  return taken;
+}
+
+}  // namespace recovery_detail
+}  // namespace memd::heap

@@ -1,0 +1,367 @@
+// memd::Region in one process: create, allocate, named roots, close and
+// reopen, read-only attachments, and bad input. Each test runs on the shm,
+// file and pmem disciplines.
+#include "client/region.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "heap/layout.h"
+#include "region_test_util.h"
+
+namespace memd {
+namespace {
+
+using testing::region_name;
+using testing::small_options;
+using testing::TempDir;
+
+class RegionTest : public ::testing::TestWithParam<Discipline> {
+ protected:
+  void TearDown() override {
+    for (const std::string& n : names_) (void)Region::remove(n, GetParam());
+  }
+  std::string name(const char* stem) {
+    names_.push_back(region_name(GetParam(), dir_, stem));
+    return names_.back();
+  }
+  TempDir dir_;
+  std::vector<std::string> names_;
+};
+
+TEST_P(RegionTest, AllocatesFreesAndChecks) {
+  auto r = Region::create(name("basic"), small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  Region& region = **r;
+  EXPECT_TRUE(region.is_owner());
+  EXPECT_EQ(region.method(), Method::kBest);
+  std::mt19937 rng(7);
+  std::vector<std::pair<char*, size_t>> live;
+  for (int i = 0; i < 20000; ++i) {
+    if (live.size() < 2000 || rng() % 2) {
+      size_t size = rng() % 4 == 0 ? 8 + rng() % 40000 : 8 + rng() % 512;
+      if (i % 997 == 0) size = 300000;  // huge
+      auto* p = static_cast<char*>(region.alloc(size));
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(region.contains(p));
+      std::memset(p, static_cast<int>(size & 0xff), size);
+      live.emplace_back(p, size);
+    } else {
+      size_t k = rng() % live.size();
+      auto [p, size] = live[k];
+      for (size_t j = 0; j < size; j += 61) ASSERT_EQ(static_cast<unsigned char>(p[j]), size & 0xff);
+      region.free(p);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  heap::RegionStats s = region.stat();
+  EXPECT_EQ(s.busy_objects, live.size());
+  for (auto [p, size] : live) region.free(p);
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  EXPECT_EQ(region.stat().busy_objects, 0u);
+}
+
+TEST_P(RegionTest, OffsetsAreStable) {
+  auto r = Region::create(name("offsets"), small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  void* p = (*r)->alloc(100);
+  uint64_t off = (*r)->offset_of(p);
+  EXPECT_EQ((*r)->at(off), p);
+}
+
+struct Point {
+  int x, y;
+  Point(int a, int b) : x(a), y(b) {}
+};
+
+TEST_P(RegionTest, NamedRoots) {
+  auto r = Region::create(name("roots"), small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  Region& region = **r;
+  Point* p = region.find_or_construct<Point>("origin", 3, 4);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->x, 3);
+  // Found again, not constructed again.
+  EXPECT_EQ(region.find_or_construct<Point>("origin", 9, 9), p);
+  EXPECT_EQ(p->x, 3);
+  EXPECT_EQ(region.find<Point>("origin"), p);
+  // Another type under the same name is refused.
+  errno = 0;
+  EXPECT_EQ(region.find<double>("origin"), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(region.find<Point>("nowhere"), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  ASSERT_NE(region.find_or_construct<int>("counter", 5), nullptr);
+  std::vector<RootInfo> roots = region.list();
+  ASSERT_EQ(roots.size(), 2u);
+  EXPECT_TRUE(region.destroy<Point>("origin"));
+  EXPECT_FALSE(region.destroy<Point>("origin"));
+  EXPECT_EQ(region.list().size(), 1u);
+  // Names too long or empty.
+  EXPECT_EQ(region.find_or_construct<int>(std::string(200, 'x'), 1), nullptr);
+  EXPECT_EQ(region.find_or_construct<int>("", 1), nullptr);
+  EXPECT_TRUE(region.check().ok()) << region.check();
+}
+
+struct Throws {
+  explicit Throws(int) { throw std::runtime_error("no"); }
+};
+
+TEST_P(RegionTest, AThrowingConstructorLeavesNoRoot) {
+  auto r = Region::create(name("throws"), small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THROW((*r)->find_or_construct<Throws>("t", 1), std::runtime_error);
+  EXPECT_EQ((*r)->find<Throws>("t"), nullptr);
+  EXPECT_TRUE((*r)->list().empty());
+  EXPECT_EQ((*r)->stat().busy_objects, 0u);
+}
+
+struct Table {
+  uint64_t at[1000];
+};
+
+TEST_P(RegionTest, CloseAndReopenKeepsObjectsAndRoots) {
+  std::string n = name("reopen");
+  uint64_t gen = 0;
+  std::vector<uint64_t> offsets;
+  {
+    auto r = Region::create(n, small_options(GetParam()));
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto* table = (*r)->find_or_construct<Table>("table");
+    ASSERT_NE(table, nullptr);
+    for (int i = 0; i < 1000; ++i) {
+      size_t size = 16 + (i * 37) % 3000;
+      auto* p = static_cast<char*>((*r)->alloc(size));
+      ASSERT_NE(p, nullptr);
+      std::memset(p, i & 0xff, size);
+      table->at[i] = (*r)->offset_of(p);
+    }
+    gen = (*r)->generation();
+  }
+  auto r = Region::open(n, GetParam());
+  ASSERT_TRUE(r.ok()) << r.status();
+  Region& region = **r;
+  EXPECT_EQ(region.generation(), gen + 1);
+  auto* table = region.find<Table>("table");
+  ASSERT_NE(table, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    size_t size = 16 + (i * 37) % 3000;
+    auto* p = static_cast<char*>(region.at(table->at[i]));
+    ASSERT_GE(region.size(p), size) << i;
+    for (size_t j = 0; j < size; ++j) ASSERT_EQ(static_cast<unsigned char>(p[j]), i & 0xff) << i;
+  }
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  EXPECT_EQ(region.stat().busy_objects, 1001u);
+  // The reopened heap allocates and frees as before (adopting the old blocks).
+  for (int i = 0; i < 1000; i += 2) region.free(region.at(table->at[i]));
+  for (int i = 0; i < 3000; ++i) ASSERT_NE(region.alloc(64), nullptr);
+  EXPECT_TRUE(region.check().ok()) << region.check();
+}
+
+TEST_P(RegionTest, OnlyOneOwner) {
+  std::string n = name("owner");
+  auto r = Region::create(n, small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto second = Region::open(n, GetParam());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+}
+
+TEST_P(RegionTest, CreateRefusesAnExistingRegion) {
+  std::string n = name("exists");
+  auto r = Region::create(n, small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto again = Region::create(n, small_options(GetParam()));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+}
+
+TEST_P(RegionTest, ReadOnlyAttachReadsAndRefusesWrites) {
+  std::string n = name("ro");
+  auto r = Region::create(n, small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  int* v = (*r)->find_or_construct<int>("v", 42);
+  ASSERT_NE(v, nullptr);
+  auto ro = Region::attach(n, GetParam(), "", /*read_only=*/true);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  EXPECT_TRUE((*ro)->read_only());
+  int* seen = (*ro)->find<int>("v");
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(*seen, 42);
+  *v = 43;  // the owner writes; the reader sees it
+  EXPECT_EQ(*seen, 43);
+  errno = 0;
+  EXPECT_EQ((*ro)->alloc(10), nullptr);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ((*ro)->find_or_construct<int>("w", 1), nullptr);
+}
+
+int events_seen[8];
+void count_event(void*, RegionEvent e, const void*, const char*) { ++events_seen[static_cast<int>(e)]; }
+
+TEST_P(RegionTest, BadFreesAreReportedAsEvents) {
+  std::string n = name("badfree");
+  auto r = Region::create(n, small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::memset(events_seen, 0, sizeof events_seen);
+  (*r)->set_event_handler(count_event, nullptr);
+  setenv("MEMD_QUIET", "1", 1);
+  int local = 0;
+  (*r)->free(&local);  // not in the region
+  char* p = static_cast<char*>((*r)->alloc(64));
+  (*r)->free(p + 8);   // inside an object
+  (*r)->free(p);
+  (*r)->free(p);       // twice
+  EXPECT_EQ(events_seen[static_cast<int>(RegionEvent::kBadAddress)], 3);
+  EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
+}
+
+TEST_P(RegionTest, ExhaustionIsAnErrorAndAnEvent) {
+  std::string n = name("full");
+  auto r = Region::create(n, small_options(GetParam(), size_t{16} << 20));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::memset(events_seen, 0, sizeof events_seen);
+  (*r)->set_event_handler(count_event, nullptr);
+  int got = 0;
+  for (; got < 100; ++got) {
+    if ((*r)->alloc(1 << 20) == nullptr) break;
+  }
+  EXPECT_LT(got, 16);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_GE(events_seen[static_cast<int>(RegionEvent::kNoMemory)], 1);
+  EXPECT_NE((*r)->alloc(100), nullptr);  // small objects still fit
+  EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
+}
+
+INSTANTIATE_TEST_SUITE_P(Disciplines, RegionTest,
+                         ::testing::Values(Discipline::kShm, Discipline::kFile, Discipline::kPmem),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Discipline::kShm: return std::string("Shm");
+                             case Discipline::kFile: return std::string("File");
+                             default: return std::string("Pmem");
+                           }
+                         });
+
+// --- bad input at open ---
+
+class RegionOpenErrors : public ::testing::Test {
+ protected:
+  TempDir dir_;
+};
+
+TEST_F(RegionOpenErrors, NamesWithSlashesOrDotsAreRefused) {
+  for (const char* bad : {"a/b", "..", "../x", "", ".hidden"}) {
+    auto r = Region::create(bad, testing::small_options(Discipline::kShm));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(RegionOpenErrors, MissingRegion) {
+  auto r = Region::open(dir_.file("none"), Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+}
+
+TEST_F(RegionOpenErrors, SizeBeyondTheDisciplineLimit) {
+  RegionOptions o = testing::small_options(Discipline::kFile);
+  o.max_bytes = size_t{1} << 50;
+  auto r = Region::create(dir_.file("huge"), o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("limit"), std::string::npos) << r.status();
+}
+
+void write_file(const std::string& path, const void* data, size_t n, size_t length) {
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, data, n), static_cast<ssize_t>(n));
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(length)), 0);
+  ::close(fd);
+}
+
+TEST_F(RegionOpenErrors, NotARegion) {
+  std::string path = dir_.file("text");
+  const char text[] = "hello, this is not a region";
+  write_file(path, text, sizeof text, 1 << 20);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("not a memd region"), std::string::npos) << r.status();
+}
+
+TEST_F(RegionOpenErrors, EmptyFile) {
+  std::string path = dir_.file("empty");
+  write_file(path, "", 0, 0);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+// Makes a real region file, then damages one thing about it.
+class DamagedRegion : public RegionOpenErrors {
+ protected:
+  std::string make() {
+    std::string path = dir_.file("r");
+    auto r = Region::create(path, testing::small_options(Discipline::kFile, size_t{16} << 20));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return path;
+  }
+  template <class T>
+  void poke(const std::string& path, size_t offset, T value) {
+    int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, &value, sizeof value, static_cast<off_t>(offset)), static_cast<ssize_t>(sizeof value));
+    ::close(fd);
+  }
+};
+
+TEST_F(DamagedRegion, OtherVersion) {
+  std::string path = make();
+  poke<uint32_t>(path, offsetof(heap::RegionHeader, version), 99);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("version 99"), std::string::npos) << r.status();
+}
+
+TEST_F(DamagedRegion, OtherPageSize) {
+  std::string path = make();
+  poke<uint32_t>(path, offsetof(heap::RegionHeader, page_size), 65536);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
+TEST_F(DamagedRegion, Truncated) {
+  std::string path = make();
+  ASSERT_EQ(truncate(path.c_str(), 1 << 20), 0);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status();
+}
+
+TEST_F(DamagedRegion, CorruptOffsets) {
+  std::string path = make();
+  poke<uint64_t>(path, offsetof(heap::RegionHeader, data_offset), 12345);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+TEST_F(DamagedRegion, WrongDiscipline) {
+  std::string path = make();
+  auto r = Region::open(path, Discipline::kShm);  // a path is not a shm name
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+}
+
+TEST_F(DamagedRegion, NoPermission) {
+  if (geteuid() == 0) GTEST_SKIP() << "root opens files whatever their mode";
+  std::string path = make();
+  ASSERT_EQ(chmod(path.c_str(), 0), 0);
+  auto r = Region::open(path, Discipline::kFile);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+}
+
+}  // namespace
+}  // namespace memd

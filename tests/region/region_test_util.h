@@ -1,0 +1,59 @@
+// Helpers for region tests: unique names, a temporary directory that is
+// removed afterwards, and cleanup of shm objects.
+#pragma once
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "client/region.h"
+
+namespace memd::testing {
+
+inline std::string unique_name(const char* stem) {
+  static std::atomic<int> counter{0};
+  return std::string("test-") + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// A directory under TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/memd-region-XXXXXX";
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// The name to give Region calls for a discipline: shm names are plain, files
+// live in `dir`.
+inline std::string region_name(Discipline d, const TempDir& dir, const char* stem) {
+  std::string n = unique_name(stem);
+  return d == Discipline::kShm ? n : dir.file(n);
+}
+
+inline RegionOptions small_options(Discipline d, size_t bytes = size_t{64} << 20) {
+  RegionOptions o;
+  o.discipline = d;
+  o.max_bytes = bytes;
+  o.max_threads = 64;
+  o.max_clients = 16;
+  o.max_roots = 32;
+  // Keep page-discard decisions out of the way of what the tests check.
+  o.params.dirty_decay_ms = 1u << 30;
+  return o;
+}
+
+}  // namespace memd::testing
