@@ -171,7 +171,10 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     uint64_t leaked = 0;
     bool really_empty = heap::block_repair(r, pages_->classes(), p, &leaked);
     leaked_ += leaked;
-    if (empty && really_empty) pages_->release(p);
+    // An empty block goes back whatever the client said: abandoning it
+    // would only make the next adopter find nothing.
+    (void)empty;
+    if (really_empty) pages_->release(p);
     else pages_->abandon(p);
     r.leases[client].blocks.fetch_sub(1, std::memory_order_relaxed);
   }

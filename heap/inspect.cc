@@ -42,6 +42,13 @@ int walk_free_list(uint32_t head, const char* base, const BlockDesc& b, uint32_t
 bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, const BlockDesc& b,
                       SegregatedCounts* out, const char** why) {
   const ClassInfo& c = classes.info(b.cls);
+  // A block leased but not yet initialized by a thread heap (a client's
+  // spare): no object was ever handed out.
+  if (b.end == 0 && b.bump == 0 && b.used == 0 && b.free_head == 0 &&
+      b.remote_head.load(std::memory_order_acquire) == 0) {
+    *out = {};
+    return true;
+  }
   if (b.end != c.end || b.bump > b.end || b.bump % c.size != 0) {
     *why = "bump pointer or end out of range for the class";
     return false;
@@ -69,6 +76,8 @@ bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, 
 bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* s, const char** why) {
   const char* base = r.page_address(p);
   uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+  // Leased but not laid out yet (a client's spare): no chunk to walk.
+  if (__atomic_load_n(&b.end, __ATOMIC_ACQUIRE) == 0) return true;
   uint32_t off = 0, prev_size = 0;
   bool prev_free = false;
   while (off < bytes) {
@@ -262,6 +271,7 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
     }
     case PageKind::kLarge: {
       uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+      if (__atomic_load_n(&b.end, __ATOMIC_ACQUIRE) == 0) return nullptr;
       for (uint32_t o = 0; o < bytes;) {
         auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
         if (c->size == 0) return nullptr;

@@ -132,6 +132,9 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
       c->prev_size = 0;
       set_check(c);
       store_state(c, kChunkFree);
+      // `end` last: a large block whose end is 0 was never laid out (a
+      // client's spare, or one caught by a crash before this point).
+      __atomic_store_n(&region_.block(got.first).end, block_bytes_, __ATOMIC_RELEASE);
       bin_insert(c);
     }
     c = find_fit(search);

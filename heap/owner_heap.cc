@@ -1,6 +1,7 @@
 #include "heap/owner_heap.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -438,8 +439,21 @@ void OwnerHeap::release_empty() {
 
 void OwnerHeap::disown_blocking(BlockDesc& b) {
   // Our stack is closed: a notifier in flight fails and takes its bit back.
+  // A notifier of another process may have died between setting the bit
+  // and pushing (kill -9): after a second of waiting, the bit is taken
+  // from it. Anything it would still do fails against the closed stack.
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &start);
   for (uint32_t spins = 0; !try_disown(b, id_); ++spins) {
-    if (spins > 64) sched_yield();
+    if (spins <= 64) continue;
+    sched_yield();
+    if (spins % 1024 != 0) continue;
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (now.tv_sec - start.tv_sec >= 2) {
+      uint32_t stuck = id_ << 1 | 1;
+      if (b.owner_word.compare_exchange_strong(stuck, 0, std::memory_order_seq_cst)) return;
+    }
   }
 }
 

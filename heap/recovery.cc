@@ -108,9 +108,23 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   b.flags = 0;
   b.prev = b.next = kNoPage;
   b.pending_next.store(0, std::memory_order_relaxed);
-  b.remote_head.store(0, std::memory_order_relaxed);  // remote chunks are marked; they become free below
+  if (b.end == 0) {
+    b.remote_head.store(0, std::memory_order_relaxed);
+    return true;  // never laid out: nothing was allocated in it
+  }
+  // Chunks on the remote list are free. A chunk marked remote but not on
+  // the list is a free by a live process caught between its claim and its
+  // push: it arrives on the list later, and stays unfree until then.
+  uint32_t head = b.remote_head.exchange(0, std::memory_order_acq_rel);
+  for (uint32_t n = 0; head != 0 && n < bytes / 16; ++n) {
+    if (head - 1 >= bytes - sizeof(ChunkHeader)) break;
+    auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);  // entries are chunk offsets + 1
+    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != kChunkRemote) break;
+    head = *reinterpret_cast<uint32_t*>(c + 1);
+    __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
+  }
   uint32_t off = 0, prev_size = 0;
-  bool any_busy = false;
+  bool any_live = false;
   ChunkHeader* last_free = nullptr;
   while (off < bytes) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + off);
@@ -120,14 +134,14 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
                 c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
     if (!sane) {
       // The rest of the block becomes one free chunk.
-      if (off != 0 || any_busy) ++*leaked;
+      if (off != 0 || any_live) ++*leaked;
       c->size = bytes - off;
       c->check = static_cast<uint32_t>(secret ^ r.offset_of(c));
       state = kChunkFree;
     }
     c->prev_size = prev_size;
-    if (state == kChunkBusy) {
-      any_busy = true;
+    if (state == kChunkBusy || state == kChunkRemote) {
+      any_live = true;
       last_free = nullptr;
     } else if (last_free != nullptr) {
       // Merge with the free chunk before: adoption expects coalesced chunks.
@@ -149,7 +163,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
     prev_size = c->size;
     off += c->size;
   }
-  return !any_busy;
+  return !any_live;
 }
 
 void close_owner_slot(const Region& r, uint32_t slot) {

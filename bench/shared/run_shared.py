@@ -1,0 +1,568 @@
+#!/usr/bin/env python3
+"""Runs the shared- and persistent-heap workloads of bench_shared_heap under
+every heap family (Boost.Interprocess, PMDK libpmemobj and memd::Region) side
+by side, and writes a Markdown + JSON report to
+bench/results/shared-<date>.md/.json, including how memd fares against the
+targets in TARGETS.
+
+Rounds are interleaved as in run_all.py: for each workload, round 1 runs every
+case (allocator x process count), then round 2 does the same with the order
+rotated, so machine noise lands on all cases alike.
+
+    python3 bench/shared/run_shared.py --build build/release
+    python3 bench/shared/run_shared.py --build build/release --rounds 1 --only shared_small --allocators boost-shm
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+SHARED_DIR = os.path.dirname(os.path.abspath(__file__))
+BENCH_DIR = os.path.dirname(SHARED_DIR)
+REPO_DIR = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
+
+from harness import launch, machine, report  # noqa: E402
+from harness.stats import fmt, median, ratio  # noqa: E402
+
+PROGRAM = "bench_shared_heap"
+STEM_PREFIX = "memd-bench-"  # every shm object and file the program makes starts with this
+# memd's disciplines put a kShm region named N in the POSIX shm object "memd.N".
+SHM_GLOBS = [f"/dev/shm/{STEM_PREFIX}*", f"/dev/shm/memd.{STEM_PREFIX}*"]
+PACKAGES = ["libboost1.74-dev", "libpmemobj1", "libpmem1", "libc6"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    procs: tuple  # process counts to run
+    pairs: int    # alloc+free pairs per process (before --scale)
+    summary: str
+
+
+WORKLOADS = [
+    Workload("shared_small", (1, 2), 1_000_000,
+             "8-512 B alloc+free pairs, 4096 live objects per process, 1 and 2 processes on one shared heap"),
+    Workload("persistent_small", (1,), 200_000,
+             "8-512 B alloc+free pairs, 4096 live objects, one process, heap in a file"),
+]
+
+
+@dataclass(frozen=True)
+class Allocator:
+    name: str
+    program: str          # --allocator of bench_shared_heap
+    workloads: tuple
+    durability: str       # what "persisted" means for this case, for the report
+    env: dict = field(default_factory=dict)
+    pairs_factor: float = 1.0  # msync costs milliseconds per pair: fewer pairs, same ns/pair
+    max_seconds: float = 0     # a worker's loop stops after this long (0: never), for slow disks
+    memd: bool = False
+
+
+# Report order; every non-memd allocator is a peer (a ratio column).
+ALLOCATORS = [
+    Allocator("boost-shm", "boost-shm", ("shared_small",), "none (POSIX shm, tmpfs)"),
+    Allocator("boost-file", "boost-file", ("shared_small", "persistent_small"),
+              "none (mapped file, written back by the kernel)"),
+    Allocator("pmemobj-atomic", "pmemobj-atomic", ("persistent_small",),
+              "cache flushes (PMEM_IS_PMEM_FORCE=1)", {"PMEM_IS_PMEM_FORCE": "1"}),
+    Allocator("pmemobj-tx", "pmemobj-tx", ("persistent_small",),
+              "cache flushes (PMEM_IS_PMEM_FORCE=1)", {"PMEM_IS_PMEM_FORCE": "1"}),
+    Allocator("pmemobj-atomic-msync", "pmemobj-atomic", ("persistent_small",),
+              "msync per persist (PMEM_IS_PMEM_FORCE=0)", {"PMEM_IS_PMEM_FORCE": "0"}, 0.01, 5),
+    Allocator("pmemobj-tx-msync", "pmemobj-tx", ("persistent_small",),
+              "msync per persist (PMEM_IS_PMEM_FORCE=0)", {"PMEM_IS_PMEM_FORCE": "0"}, 0.01, 5),
+    Allocator("memd-shm", "memd-shm", ("shared_small",), "none (POSIX shm, tmpfs)", memd=True),
+    Allocator("memd-file", "memd-file", ("shared_small", "persistent_small"),
+              "none per pair (mapped file, written back by the kernel; msync of the region at close)",
+              memd=True),
+    Allocator("memd-pmem", "memd-pmem", ("persistent_small",),
+              "none per pair (file mapped through libpmem; made durable at close)", memd=True),
+]
+BY_NAME = {a.name: a for a in ALLOCATORS}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for memd, judged on total throughput (pairs/s): memd's over a
+    peer's in the same case, or memd's own with `procs` processes over one."""
+    goal: str
+    workload: str
+    memd: str
+    procs: int
+    minimum: float
+    peer: str = ""  # empty: scaling of `memd` from 1 to `procs` processes
+
+
+# The targets the issue states; the report says which are met.
+TARGETS = [
+    Target("≥ 10× Boost.Interprocess, 1 process", "shared_small", "memd-shm", 1, 10, "boost-shm"),
+    Target("≥ 10× Boost.Interprocess, 1 process", "shared_small", "memd-file", 1, 10, "boost-file"),
+    Target("≥ 50× Boost.Interprocess, 2 processes", "shared_small", "memd-shm", 2, 50, "boost-shm"),
+    Target("≥ 50× Boost.Interprocess, 2 processes", "shared_small", "memd-file", 2, 50, "boost-file"),
+    Target("2 processes ≥ 1.8× the throughput of 1", "shared_small", "memd-shm", 2, 1.8),
+    Target("2 processes ≥ 1.8× the throughput of 1", "shared_small", "memd-file", 2, 1.8),
+    Target("≥ 10× libpmemobj, persistent alloc+free", "persistent_small", "memd-file", 1, 10, "pmemobj-atomic"),
+    Target("≥ 10× libpmemobj, persistent alloc+free", "persistent_small", "memd-file", 1, 10, "pmemobj-tx"),
+    Target("≥ 10× libpmemobj, persistent alloc+free", "persistent_small", "memd-file", 1, 10,
+           "pmemobj-atomic-msync"),
+    Target("≥ 10× libpmemobj, persistent alloc+free", "persistent_small", "memd-file", 1, 10, "pmemobj-tx-msync"),
+]
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default="build/release", help="CMake build directory (default: build/release)")
+    p.add_argument("--rounds", type=int, default=3, help="runs per case (the median is reported)")
+    p.add_argument("--only", default="", help="comma list of workloads: " + ",".join(w.name for w in WORKLOADS))
+    p.add_argument("--allocators", default="", help="comma list from: " + ",".join(BY_NAME) + " (default: all built)")
+    p.add_argument("--procs", default="", help="comma list of process counts for shared_small (default 1,2)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiplies every case's number of pairs")
+    p.add_argument("--dir", default="", help="directory for mapped files, pools and sockets "
+                                             "(default: <build>/bench/shared-tmp)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds before a single run is killed")
+    p.add_argument("--out", default=os.path.join(BENCH_DIR, "results"), help="directory for the report files")
+    p.add_argument("--no-write", action="store_true", help="print the report only, write no files")
+    args = p.parse_args()
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]
+    args.only, args.allocators = split(args.only), split(args.allocators)
+    unknown = [w for w in args.only if w not in {w.name for w in WORKLOADS}]
+    if unknown:
+        p.error(f"unknown workload(s) {unknown}")
+    unknown = [a for a in args.allocators if a not in BY_NAME]
+    if unknown:
+        p.error(f"unknown allocator(s) {unknown}; choose from {list(BY_NAME)}")
+    try:
+        args.procs = [int(n) for n in split(args.procs)]
+    except ValueError:
+        p.error("--procs takes a comma list of integers")
+    if args.rounds < 1 or args.scale <= 0 or any(n < 1 for n in args.procs):
+        p.error("--rounds, --scale and --procs must be positive")
+    return args
+
+
+def compiled_in(binary):
+    out = subprocess.run([binary, "--list"], capture_output=True, text=True, check=True).stdout
+    return {line.split("\t")[0] for line in out.splitlines() if line.strip()}
+
+
+def _relative(path):
+    """Paths in a saved report are relative to the source tree (no machine paths)."""
+    return os.path.relpath(path, REPO_DIR) if path.startswith(REPO_DIR + os.sep) else path
+
+
+def file_system(path):
+    """('ext2/ext3', 'ext4 /dev/vda'): what `stat -f -c %T` says, and the mount."""
+    st = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True).stdout.strip()
+    mount = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,SOURCE", "--target", path],
+                           capture_output=True, text=True).stdout.strip() if shutil.which("findmnt") else ""
+    mount = mount.splitlines()[0] if mount else ""  # stacked mounts: the first line is the one in use
+    return {"path": _relative(path), "stat_f_type": st or "unknown", "mount": " ".join(mount.split()) or "unknown"}
+
+
+@dataclass(frozen=True)
+class Case:
+    workload: Workload
+    allocator: Allocator
+    procs: int
+    pairs: int
+
+    @property
+    def key(self):
+        return f"{self.workload.name}/{self.allocator.name}/{self.procs}"
+
+
+def plan(args, available):
+    """The cases to run, per workload, and {allocator: why skipped}."""
+    skipped = {}
+    wanted = [a.name for a in ALLOCATORS if not args.allocators or a.name in args.allocators]  # report order
+    allocators = []
+    for name in wanted:
+        a = BY_NAME[name]
+        if a.program in available:
+            allocators.append(a)
+        elif a.memd:
+            skipped[name] = f"not compiled into {PROGRAM} (an old build? memd_heap.cc is always built now)"
+        else:
+            skipped[name] = f"not compiled into {PROGRAM} (its library was not found at configure time)"
+    by_workload = {}
+    for w in WORKLOADS:
+        if args.only and w.name not in args.only:
+            continue
+        procs = tuple(args.procs) if args.procs and w.name == "shared_small" else w.procs
+        cases = []
+        for a in allocators:
+            if w.name not in a.workloads:
+                continue
+            for n in procs:
+                if n > 1 and a.program.startswith("pmemobj"):
+                    continue  # a pmemobj pool is open in one process at a time
+                pairs = max(1, round(w.pairs * args.scale * a.pairs_factor))
+                cases.append(Case(w, a, n, pairs))
+        if cases:
+            by_workload[w.name] = cases
+    return by_workload, skipped
+
+
+def shm_objects():
+    return {path for pattern in SHM_GLOBS for path in glob.glob(pattern)}
+
+
+def leftovers(before):
+    return shm_objects() - before
+
+
+def run_case(args, case, binary, launcher, work_dir, shm_before):
+    argv = [binary, "--allocator", case.allocator.program, "--workload", case.workload.name,
+            "--procs", str(case.procs), "--pairs", str(case.pairs), "--dir", work_dir]
+    if case.allocator.max_seconds:
+        argv += ["--max-seconds", f"{case.allocator.max_seconds:g}"]
+    r = launch.run(launcher, argv, None, args.timeout, case.allocator.env)
+    v = r.values
+    rec = {"workload": case.workload.name, "allocator": case.allocator.name, "procs": case.procs,
+           "pairs_per_proc": case.pairs, "ok": r.ok, "error": r.error, "wall_s": r.wall_s,
+           "utime_s": r.utime_s, "stime_s": r.stime_s, "values": v,
+           "stderr_tail": r.stderr_tail.replace(REPO_DIR + os.sep, "")}
+    if v.get("shared_check") == "FAIL":  # the program also exits with status 1
+        rec["ok"], rec["error"] = False, "the parent did not see the workers' live objects in the heap"
+    elif r.ok:
+        missing = [k for k in ("ns_per_pair", "pairs_per_s", "pairs", "checksum", "shared_check", "capped")
+                   if k not in v]
+        if missing:
+            rec["ok"], rec["error"] = False, "output lacks " + ", ".join(missing)
+    # A run killed by the timeout cannot remove its heap.
+    for path in leftovers(shm_before):
+        os.unlink(path)
+    for path in glob.glob(os.path.join(work_dir, STEM_PREFIX + "*")):
+        os.unlink(path)
+    return rec
+
+
+def summarise(runs):
+    bad = [r for r in runs if not r["ok"]]
+    if bad:
+        return {"failed": True, "error": bad[0]["error"], "rounds": len(runs)}
+    num = lambda key: [float(r["values"][key]) for r in runs]
+    ns = num("ns_per_pair")
+    # A run stopped by --max-seconds did fewer pairs: its checksum compares with nothing.
+    full = [r for r in runs if r["values"]["capped"] == "0"]
+    return {
+        "failed": False, "rounds": len(runs),
+        "ns_per_pair": median(ns), "ns_min": min(ns), "ns_max": max(ns),
+        "pairs_per_s": median(num("pairs_per_s")),
+        "overlap": median(num("overlap")),
+        "pairs_per_proc": runs[0]["pairs_per_proc"],
+        "pairs_done_per_proc": median([int(r["values"]["pairs"]) // r["procs"] for r in runs]),
+        "capped_rounds": len(runs) - len(full),
+        "checksums": sorted({r["values"]["checksum"] for r in full}),
+        "shared_check": sorted({r["values"]["shared_check"] for r in runs}),
+    }
+
+
+def uncommitted_outside_bench():
+    """Paths outside bench/ with uncommitted changes when the run started: the
+    library measured is the commit plus these (as they were at build time)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_DIR, capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    paths = [line[3:].split(" -> ")[-1] for line in out.splitlines() if len(line) > 3]
+    return sorted(p for p in paths if not p.startswith("bench/"))
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def build_document(args, by_workload, skipped, runs, work_dir, load_before):
+    peers = [a.name for a in ALLOCATORS if not a.memd]
+    doc = {
+        "command": "python3 " + " ".join(shlex.quote(a) for a in sys.argv),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine.describe(),
+        "packages": machine.package_versions(PACKAGES),
+        "memd_revision": machine.git_revision(REPO_DIR),
+        "uncommitted_outside_bench": uncommitted_outside_bench(),
+        "file_systems": {"files (--dir)": file_system(work_dir), "POSIX shm": file_system("/dev/shm")},
+        "load_average": {"before": load_before, "after": load_average()},
+        "settings": {"rounds": args.rounds, "scale": args.scale, "build": args.build, "skipped": skipped,
+                     "inherited_env": sorted(k for k in os.environ if k.startswith(("PMEM", "MEMD_")))},
+        "workloads": {}, "problems": [], "runs": runs,
+    }
+    for wname, cases in by_workload.items():
+        w = cases[0].workload
+        cells = {}
+        for c in cases:
+            cell = summarise([r for r in runs if r["workload"] == wname and r["allocator"] == c.allocator.name
+                              and r["procs"] == c.procs])
+            cell.update({"allocator": c.allocator.name, "procs": c.procs, "durability": c.allocator.durability,
+                         "env": c.allocator.env, "peer": c.allocator.name in peers})
+            cells[c.key] = cell
+            if cell["failed"]:
+                doc["problems"].append(f"{c.key} failed: {cell['error']}")
+            elif len(cell["checksums"]) > 1:
+                doc["problems"].append(f"{c.key}: checksum differs between rounds {cell['checksums']}")
+        # Same process count and pairs: same sequence, so the same checksum.
+        groups = {}
+        for cell in cells.values():
+            if not cell["failed"] and len(cell["checksums"]) == 1:
+                groups.setdefault((cell["procs"], cell["pairs_per_proc"]), {})[cell["allocator"]] = cell["checksums"][0]
+        for (procs, pairs), sums in groups.items():
+            if len(set(sums.values())) > 1:
+                doc["problems"].append(f"CHECKSUM MISMATCH {wname} procs={procs} pairs={pairs}: {sums}")
+        doc["workloads"][wname] = {"summary": w.summary, "cells": cells}
+    doc["targets"] = evaluate_targets(doc)
+    return doc
+
+
+def evaluate_targets(doc):
+    """One record per target whose cases ran: throughput and ns/pair ratios, met or not."""
+    out = []
+    for t in TARGETS:
+        cells = doc["workloads"].get(t.workload, {}).get("cells", {})
+        mine = cells.get(f"{t.workload}/{t.memd}/{t.procs}")
+        base = cells.get(f"{t.workload}/{t.peer}/{t.procs}" if t.peer else f"{t.workload}/{t.memd}/1")
+        if mine is None or base is None:
+            continue  # not run (--only, --allocators, --procs)
+        rec = {"goal": t.goal, "workload": t.workload, "memd": t.memd, "procs": t.procs, "minimum": t.minimum,
+               "against": t.peer or f"{t.memd}, 1 process", "kind": "peer" if t.peer else "scaling"}
+        if mine["failed"] or base["failed"]:
+            rec.update({"measured": None, "met": None})
+        else:
+            rec.update({
+                "memd_pairs_per_s": mine["pairs_per_s"], "base_pairs_per_s": base["pairs_per_s"],
+                "memd_ns_per_pair": mine["ns_per_pair"], "base_ns_per_pair": base["ns_per_pair"],
+                "memd_overlap": mine["overlap"],
+                "measured": ratio(mine["pairs_per_s"], base["pairs_per_s"]),
+                # Peer: how much less one memd process pays per pair. Scaling: N/1 ns/pair (1 is perfect).
+                "ns_ratio": (ratio(base["ns_per_pair"], mine["ns_per_pair"]) if t.peer
+                             else ratio(mine["ns_per_pair"], base["ns_per_pair"])),
+            })
+            rec["met"] = rec["measured"] is not None and rec["measured"] >= t.minimum
+        out.append(rec)
+    return out
+
+
+# --- Markdown ---------------------------------------------------------------
+
+def _times(r):
+    """A ratio, readable from 0.001x to 10000x."""
+    if r is None:
+        return "—"
+    return f"{r:,.0f}×" if r >= 100 else f"{r:.2f}×" if r >= 0.1 else f"{r:.2g}×"
+
+
+def _header(doc):
+    s, m = doc["settings"], doc["machine"]
+    lines = [f"# memd shared and persistent heap benchmarks — {doc['date']}", ""]
+    if doc["problems"]:
+        lines += ["> **PROBLEMS — these results are not trustworthy:**", ">"]
+        lines += [f"> - {p}" for p in doc["problems"]] + [""]
+    lines += [
+        f"- Command: `{doc['command']}` (from the top of the source tree)",
+        f"- Date: {doc['date']}",
+        f"- Machine: `{m['uname']}`",
+        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}, kernel {m['kernel']}",
+        f"- Compiler: {m['compiler']}",
+        "- Packages: " + ", ".join(f"{p} {v}" for p, v in doc["packages"].items()),
+        f"- memd tree: {doc['memd_revision']}" + (
+            "; uncommitted changes outside bench/ when the run started (built into the binary as they were at "
+            "build time): " + ", ".join(f"`{p}`" for p in doc["uncommitted_outside_bench"])
+            if doc.get("uncommitted_outside_bench") else ""),
+        f"- Settings: rounds={s['rounds']}, scale={s['scale']:g}",
+        f"- Load average (1, 5, 15 min) before the run: {doc['load_average']['before']}; after: "
+        f"{doc['load_average']['after']}",
+    ]
+    for what, fs in doc["file_systems"].items():
+        lines.append(f"- File system of {what} (`{fs['path']}`): `stat -f -c %T` says {fs['stat_f_type']}; "
+                     f"mounted as {fs['mount']}")
+    if s["inherited_env"]:
+        lines.append("- Inherited from the environment: " + ", ".join(f"`{k}`" for k in s["inherited_env"]))
+    lines += [f"- **Skipped {a}**: {why}" for a, why in s["skipped"].items()]
+    lines += ["", "**ns/pair** is what one process pays per alloc+free pair (its loop time / its pairs, the mean "
+              "over processes), median of the rounds; **±** is half the min–max range over the rounds; **pairs/s** "
+              "is the total throughput of all processes (all pairs / the span from the first start to the last "
+              "end); **overlap** is the share of that span in which every process was running; **× X** is ns/pair "
+              "over X's ns/pair in the same case (below 1: faster than X).", ""]
+    return lines
+
+
+def _case_tables(doc):
+    lines = []
+    for wname, w in doc["workloads"].items():
+        cells = list(w["cells"].values())
+        lines += [f"## {wname}", "", w["summary"] + ".", ""]
+        for procs in sorted({c["procs"] for c in cells}):
+            mine = [c for c in cells if c["procs"] == procs]
+            peers = [c for c in mine if c["peer"] and not c["failed"]]
+            headers = ["allocator", "durability", "pairs/proc", "ns/pair", "±", "pairs/s", "overlap"]
+            headers += [f"× {p['allocator']}" for p in peers]
+            rows = []
+            for c in mine:
+                if c["failed"]:
+                    rows.append([c["allocator"], c["durability"], "", f"**FAIL** ({c['error']})"]
+                                + [""] * (len(headers) - 4))
+                    continue
+                spread = ratio((c["ns_max"] - c["ns_min"]) / 2, c["ns_per_pair"])
+                done = f"{c['pairs_done_per_proc']:,.0f}" + (" (capped)" if c["capped_rounds"] else "")
+                rows.append([c["allocator"], c["durability"], done, f"{c['ns_per_pair']:,.0f}",
+                             fmt(None if spread is None else spread * 100, 0, "%"), f"{c['pairs_per_s']:,.0f}",
+                             fmt(c["overlap"])]
+                            + [_times(ratio(c["ns_per_pair"], p["ns_per_pair"])) for p in peers])
+            title = f"### {procs} process{'es' if procs > 1 else ''}" if wname == "shared_small" else ""
+            lines += ([title, ""] if title else []) + report._table(
+                headers, rows, ["---", "---"] + ["---:"] * (len(headers) - 2)) + [""]
+        lines += _scaling(w)
+    return lines
+
+
+def _scaling(w):
+    """Throughput with N processes over throughput with 1, per allocator."""
+    cells = [c for c in w["cells"].values() if not c["failed"]]
+    counts = sorted({c["procs"] for c in cells})
+    if len(counts) < 2 or counts[0] != 1:
+        return []
+    rows = []
+    for a in dict.fromkeys(c["allocator"] for c in cells):
+        one = next((c for c in cells if c["allocator"] == a and c["procs"] == 1), None)
+        for n in counts[1:]:
+            many = next((c for c in cells if c["allocator"] == a and c["procs"] == n), None)
+            if one and many:
+                rows.append([a, f"{n} vs 1", f"{one['pairs_per_s']:,.0f}", f"{many['pairs_per_s']:,.0f}",
+                             fmt(ratio(many["pairs_per_s"], one["pairs_per_s"]), suffix="×"),
+                             fmt(ratio(many["ns_per_pair"], one["ns_per_pair"]), suffix="×")])
+    if not rows:
+        return []
+    headers = ["allocator", "processes", "pairs/s, 1 process", "pairs/s, N processes", "throughput N / 1",
+               "ns/pair N / 1"]
+    return ["### Scaling: N processes on one heap against one", "",
+            f"Perfect scaling on an idle machine with at least N cores is a throughput ratio of N and an ns/pair "
+            "ratio of 1.", ""] + report._table(headers, rows, ["---", "---"] + ["---:"] * 4) + [""]
+
+
+def _targets(doc):
+    targets = doc.get("targets") or []
+    if not targets:
+        return []
+    lines = ["## memd against its targets", "",
+             "Every target is judged on total throughput (**pairs/s** of all processes): memd's over the peer's in "
+             "the same case, or memd with 2 processes over memd with 1. With one process that is the same as the "
+             "ns/pair ratio. **ns/pair ratio**: for a peer, the peer's ns/pair over memd's (how much less one memd "
+             "process pays per pair while the others run too); for scaling, ns/pair with 2 processes over 1 (1.00× "
+             "is perfect). Medians of the rounds, from the tables below.", ""]
+    rows = []
+    for t in targets:
+        if t["measured"] is None:
+            rows.append([t["goal"], t["memd"], t["against"], "", "", "**FAIL**", "", "", "not measured"])
+            continue
+        rows.append([t["goal"], t["memd"] + (f", {t['procs']} processes" if t["procs"] > 1 else ""), t["against"],
+                     f"{t['memd_pairs_per_s']:,.0f}", f"{t['base_pairs_per_s']:,.0f}", _times(t["measured"]),
+                     _times(t["ns_ratio"]), fmt(t["memd_overlap"]),
+                     ("**met**" if t["met"] else "**not met**") + f" (≥ {t['minimum']:g}×)"])
+    headers = ["target", "memd", "against", "memd pairs/s", "against pairs/s", "throughput ratio",
+               "ns/pair ratio", "memd overlap", "result"]
+    lines += report._table(headers, rows, ["---", "---", "---"] + ["---:"] * 5 + ["---"]) + [""]
+    lines += ["What each side makes durable on the timed path — the persistent comparison is not like for like:", "",
+              "- **memd-file** persists nothing per alloc or free. Its region is a `MAP_SHARED` file mapping, so "
+              "what the loop wrote survives a crash of the process (the page cache holds it; the next "
+              "`Region::open` recovers the metadata), as with **boost-file**, but not a power loss or kernel crash "
+              "unless the program calls `Region::persist`/`checkpoint`; the benchmark does not. The region is "
+              "msynced once when it is closed, after the clock stops.",
+              "- **memd-pmem** is the same through libpmem's mapping (msync, or cache flushes on DAX), again only "
+              "at close.",
+              "- **pmemobj-atomic / pmemobj-tx** make the allocator's metadata and the ring slot durable before "
+              "every call returns (here with cache flushes, `PMEM_IS_PMEM_FORCE=1`, which on this non-DAX file "
+              "system is *not* actually durable: it measures the cost pmemobj would pay on real persistent memory). "
+              "The **-msync** variants are durable on this disk: an msync per persist.",
+              "- **boost-shm / memd-shm** live in tmpfs: nothing survives a reboot.", ""]
+    return lines
+
+
+def render(doc):
+    lines = _header(doc) + _targets(doc) + _case_tables(doc)
+    lines += ["## Checks", ""]
+    problems = [p for p in doc["problems"] if "CHECKSUM" in p or "checksum" in p]
+    lines += [f"**{p}**" for p in problems] or [
+        "Checksums are identical for every allocator with the same process count and pairs. In every run the "
+        "workers opened the heap the parent created (a token stored in it), and where the family can tell "
+        "(`shared_check`), the parent saw the objects the workers left live in its own view of the heap."]
+    return "\n".join(lines) + "\n"
+
+
+def write_files(doc, markdown, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    stem, n = "shared-" + doc["date"][:10], 1
+    while os.path.exists(os.path.join(out_dir, stem + ".md")):  # never overwrite an earlier run
+        n += 1
+        stem = f"shared-{doc['date'][:10]}-{n}"
+    md_path, json_path = os.path.join(out_dir, stem + ".md"), os.path.join(out_dir, stem + ".json")
+    with open(md_path, "w") as f:
+        f.write(markdown)
+    with open(json_path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    return md_path, json_path
+
+
+def main():
+    args = parse_args()
+    bin_dir = os.path.join(os.path.abspath(args.build), "bench")
+    binary, launcher = os.path.join(bin_dir, "shared", PROGRAM), os.path.join(bin_dir, "bench_launch")
+    for path in (binary, launcher):
+        if not os.path.isfile(path):
+            sys.exit(f"run_shared: {path} not found — build the {PROGRAM} and bench_launch targets first")
+    work_dir = os.path.abspath(args.dir or os.path.join(bin_dir, "shared-tmp"))
+    os.makedirs(work_dir, exist_ok=True)
+
+    by_workload, skipped = plan(args, compiled_in(binary))
+    for name, why in skipped.items():
+        log(f"run_shared: skipping {name}: {why}")
+    if not by_workload:
+        sys.exit("run_shared: nothing to run (check --only and --allocators)")
+
+    shm_before = shm_objects()
+    load_before = load_average()
+    runs = []
+    for wi, (wname, cases) in enumerate(by_workload.items(), 1):
+        for rnd in range(args.rounds):
+            shift = rnd % len(cases)
+            for c in cases[shift:] + cases[:shift]:
+                rec = run_case(args, c, binary, launcher, work_dir, shm_before)
+                rec["round"] = rnd + 1
+                runs.append(rec)
+                status = (f"{float(rec['values']['ns_per_pair']):.0f} ns/pair, {rec['wall_s']:.1f} s" if rec["ok"]
+                          else f"FAILED: {rec['error']}")
+                log(f"[{wi}/{len(by_workload)}] {wname} round {rnd + 1}/{args.rounds} "
+                    f"{c.allocator.name:20s} procs={c.procs} {status}")
+                if not rec["ok"] and rec["stderr_tail"]:
+                    log("    " + rec["stderr_tail"].strip().replace("\n", "\n    "))
+
+    doc = build_document(args, by_workload, skipped, runs, work_dir, load_before)
+    markdown = render(doc)
+    print(markdown)
+    if not args.no_write:
+        md_path, json_path = write_files(doc, markdown, args.out)
+        log(f"run_shared: wrote {md_path} and {json_path}")
+    for p in doc["problems"]:
+        log(f"run_shared: !!! {p}")
+    return 1 if doc["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+// Several real processes on one region: children forked after the owner
+// starts serving attach through its socket, allocate and free concurrently,
+// free each other's objects, and die by SIGKILL at random instants. The
+// region must stay consistent and a dead child's blocks must be taken back
+// and reused.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "client/region.h"
+#include "client/region_impl.h"
+#include "region_test_util.h"
+
+namespace memd {
+namespace {
+
+using testing::region_name;
+using testing::small_options;
+using testing::TempDir;
+
+// A mailbox in the region: objects handed from one process to another to
+// free. Offsets + 1; 0 is an empty slot.
+struct Mailbox {
+  static constexpr int kSlots = 4096;
+  std::atomic<uint64_t> slot[kSlots];
+  std::atomic<int> ready;  // children that finished attaching
+  std::atomic<int> go;
+};
+
+// What each object holds, so that a reader can tell it is intact.
+void fill(char* p, size_t size, uint32_t seed) {
+  std::memcpy(p, &seed, 4);
+  for (size_t i = 4; i < size; ++i) p[i] = static_cast<char>(seed + i);
+}
+bool intact(const char* p, size_t size) {
+  uint32_t seed;
+  std::memcpy(&seed, p, 4);
+  for (size_t i = 4; i < size; ++i) {
+    if (p[i] != static_cast<char>(seed + i)) return false;
+  }
+  return true;
+}
+// The size is derived from the seed so that the receiver knows it.
+size_t size_of_seed(uint32_t seed) { return 8 + seed % 700 + (seed % 31 == 0 ? 9000 : 0); }
+
+// One child's work: random allocation and frees of its own objects, plus
+// posting objects to the mailbox and freeing what others posted. Returns an
+// exit code: 0 fine, else which check failed.
+int child_work(const std::string& name, Discipline d, const std::string& sock, int id, int ops) {
+  auto r = Region::attach(name, d, sock);
+  if (!r.ok()) {
+    fprintf(stderr, "child %d: %s\n", id, std::string(r.status().message()).c_str());
+    return 10;
+  }
+  Region& region = **r;
+  auto* box = region.find<Mailbox>("mailbox");
+  if (box == nullptr) return 11;
+  box->ready.fetch_add(1);
+  while (box->go.load() == 0) std::this_thread::yield();
+  std::mt19937 rng(1000 + id);
+  std::vector<char*> mine;
+  for (int i = 0; i < ops; ++i) {
+    uint32_t action = rng() % 10;
+    if (action < 5 || mine.empty()) {
+      uint32_t seed = rng();
+      size_t size = size_of_seed(seed);
+      auto* p = static_cast<char*>(region.alloc(size));
+      if (p == nullptr) return 12;
+      fill(p, size, seed);
+      mine.push_back(p);
+    } else if (action < 8) {
+      size_t k = rng() % mine.size();
+      char* p = mine[k];
+      uint32_t seed;
+      std::memcpy(&seed, p, 4);
+      if (!intact(p, size_of_seed(seed))) return 13;
+      region.free(p);
+      mine[k] = mine.back();
+      mine.pop_back();
+    } else if (action == 8) {
+      // Post one of ours for another process to free.
+      size_t k = rng() % mine.size();
+      uint64_t off = region.offset_of(mine[k]) + 1;
+      int s = static_cast<int>(rng() % Mailbox::kSlots);
+      uint64_t empty = 0;
+      if (box->slot[s].compare_exchange_strong(empty, off)) {
+        mine[k] = mine.back();
+        mine.pop_back();
+      }
+    } else {
+      // Free something another process posted.
+      int s = static_cast<int>(rng() % Mailbox::kSlots);
+      uint64_t off = box->slot[s].exchange(0);
+      if (off != 0) {
+        auto* p = static_cast<char*>(region.at(off - 1));
+        uint32_t seed;
+        std::memcpy(&seed, p, 4);
+        if (!intact(p, size_of_seed(seed))) return 14;
+        region.free(p);
+      }
+    }
+  }
+  for (char* p : mine) region.free(p);
+  return 0;
+}
+
+class MultiProcessTest : public ::testing::TestWithParam<Discipline> {
+ protected:
+  void SetUp() override {
+    name_ = region_name(GetParam(), dir_, "mp");
+    sock_ = dir_.file("owner.sock");
+    auto r = Region::create(name_, small_options(GetParam(), size_t{256} << 20));
+    ASSERT_TRUE(r.ok()) << r.status();
+    owner_ = std::move(*r);
+    ASSERT_TRUE(owner_->serve(sock_).ok());
+    box_ = owner_->find_or_construct<Mailbox>("mailbox");
+    ASSERT_NE(box_, nullptr);
+  }
+  void TearDown() override {
+    owner_.reset();
+    (void)Region::remove(name_, GetParam());
+  }
+  pid_t spawn(int id, int ops) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_work(name_, GetParam(), sock_, id, ops));
+    return pid;
+  }
+  uint32_t clients() const { return owner_->impl()->server->clients(); }
+  // Blocks still owned by an owner slot nobody holds, or by a lease that is
+  // not active: what a dead process would leave if it were not reclaimed.
+  int orphaned_blocks() const {
+    const heap::Region& r = owner_->impl()->region;
+    int n = 0;
+    uint32_t committed = r.header->page_heap.committed_pages.load();
+    for (uint32_t p = 0; p < committed;) {
+      heap::PageDesc d = r.page(heap::PageIndex{p});
+      uint32_t len = r.block(heap::PageIndex{p}).pages.value;
+      if (d.block == p && (d.kind == heap::PageKind::kSegregated || d.kind == heap::PageKind::kLarge)) {
+        uint32_t owner = r.block(heap::PageIndex{p}).owner_word.load() >> 1;
+        if (owner != 0) {
+          uint32_t holder = r.slots[owner & (heap::kMaxOwnerSlots - 1)].in_use.load();
+          bool live = holder == heap::kProcessHolder ||
+                      (holder != 0 && r.leases[holder - 1].state.load() == heap::LeaseState::kActive);
+          n += !live;
+        }
+      }
+      p += len ? len : 1;
+    }
+    return n;
+  }
+  // Frees what children left in the mailbox (the owner can free anything).
+  void drain_mailbox() {
+    for (auto& s : box_->slot) {
+      uint64_t off = s.exchange(0);
+      if (off) owner_->free(owner_->at(off - 1));
+    }
+  }
+  void wait_for_clients(uint32_t n) {
+    for (int i = 0; i < 5000 && clients() != n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(clients(), n);
+  }
+
+  TempDir dir_;
+  std::string name_, sock_;
+  std::unique_ptr<Region> owner_;
+  Mailbox* box_ = nullptr;
+};
+
+TEST_P(MultiProcessTest, ProcessesShareOneHeapAndFreeEachOthersObjects) {
+  constexpr int kChildren = 4;
+  std::vector<pid_t> kids;
+  for (int i = 0; i < kChildren; ++i) kids.push_back(spawn(i, 60000));
+  while (box_->ready.load() < kChildren) std::this_thread::yield();
+  box_->go.store(1);
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  wait_for_clients(0);
+  EXPECT_EQ(orphaned_blocks(), 0);
+  drain_mailbox();
+  EXPECT_TRUE(owner_->check().ok()) << owner_->check();
+  // Only the mailbox is left.
+  EXPECT_EQ(owner_->stat().busy_objects, 1u);
+}
+
+TEST_P(MultiProcessTest, AKilledProcessLeavesAConsistentRegionAndItsBlocksAreReused) {
+  std::mt19937 rng(99);
+  for (int round = 0; round < 6; ++round) {
+    box_->ready.store(0);
+    box_->go.store(0);
+    std::vector<pid_t> kids;
+    for (int i = 0; i < 3; ++i) kids.push_back(spawn(round * 10 + i, 200000));
+    while (box_->ready.load() < 3) std::this_thread::yield();
+    box_->go.store(1);
+    // Kill one at a random instant while all of them work.
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
+    ASSERT_EQ(kill(kids[0], SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(kids[0], &status, 0), kids[0]);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    for (size_t i = 1; i < kids.size(); ++i) {
+      ASSERT_EQ(waitpid(kids[i], &status, 0), kids[i]);
+      ASSERT_TRUE(WIFEXITED(status)) << status;
+      EXPECT_EQ(WEXITSTATUS(status), 0) << "round " << round;
+    }
+    wait_for_clients(0);
+    EXPECT_EQ(orphaned_blocks(), 0) << "round " << round;
+    EXPECT_TRUE(owner_->check().ok()) << "round " << round << ": " << owner_->check();
+  }
+  // The killed children's blocks were abandoned, not lost: later processes
+  // adopted them, so the region did not grow without bound.
+  heap::RegionStats s = owner_->stat();
+  EXPECT_LT(s.pages_committed * 4096, size_t{200} << 20);
+  drain_mailbox();
+  EXPECT_TRUE(owner_->check().ok()) << owner_->check();
+}
+
+TEST_P(MultiProcessTest, AClientSeesPagesTheOwnerAddsLater) {
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  int done[2];
+  ASSERT_EQ(pipe(done), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto r = Region::attach(name_, GetParam(), sock_);
+    if (!r.ok()) _exit(10);
+    // Lease blocks (and spares) of many classes, and keep them while the
+    // owner checks the region.
+    for (int i = 0; i < 3000; ++i) {
+      if ((*r)->alloc(16 + (i % 60) * 8 + (i % 7 == 0 ? 5000 : 0)) == nullptr) _exit(14);
+    }
+    char c = 1;
+    if (write(done[1], &c, 1) != 1) _exit(11);
+    uint64_t off = 0;
+    if (read(pipefd[0], &off, sizeof off) != sizeof off) _exit(12);
+    // An object in pages committed after this process mapped the region.
+    auto* p = static_cast<unsigned char*>((*r)->at(off));
+    for (size_t i = 0; i < (size_t{64} << 20); i += 4096) {
+      if (p[i] != 0xab) _exit(13);
+    }
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(done[0], &c, 1), 1);
+  EXPECT_TRUE(owner_->check().ok()) << owner_->check();
+  size_t before = owner_->stat().pages_committed;
+  auto* big = static_cast<char*>(owner_->alloc(size_t{64} << 20));
+  ASSERT_NE(big, nullptr);
+  EXPECT_GT(owner_->stat().pages_committed, before);
+  std::memset(big, 0xab, size_t{64} << 20);
+  uint64_t off = owner_->offset_of(big);
+  ASSERT_EQ(write(pipefd[1], &off, sizeof off), static_cast<ssize_t>(sizeof off));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_P(MultiProcessTest, AttachWithoutAnOwnerFailsClearly) {
+  auto r = Region::attach(name_, GetParam(), dir_.file("nobody.sock"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Disciplines, MultiProcessTest,
+                         ::testing::Values(Discipline::kShm, Discipline::kFile),
+                         [](const auto& info) { return info.param == Discipline::kShm ? "Shm" : "File"; });
+
+}  // namespace
+}  // namespace memd
