@@ -4,10 +4,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "client/arena.h"
 #include "client/diag.h"
+#include "client/region_allocator.h"
 #include "client/region_impl.h"
 #include "heap/recovery.h"
 #include "heap/region_format.h"
@@ -131,9 +133,48 @@ void RegionImpl::detach_all() {
   if (leased) leased->return_all();
 }
 
-Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) {}
+// --- which Region maps which base, for RegionAllocator ---
+
+namespace {
+constexpr int kMaxMapped = 64;
+struct Mapped {
+  std::atomic<const void*> base{nullptr};
+  std::atomic<Region*> region{nullptr};
+};
+Mapped mapped[kMaxMapped];
+std::mutex mapped_lock;
+
+void remember(const void* base, Region* r) {
+  std::lock_guard<std::mutex> g(mapped_lock);
+  for (Mapped& m : mapped) {
+    if (m.base.load() != nullptr) continue;
+    m.region.store(r);
+    m.base.store(base, std::memory_order_release);
+    return;
+  }
+}
+
+void forget(Region* r) {
+  std::lock_guard<std::mutex> g(mapped_lock);
+  for (Mapped& m : mapped) {
+    if (m.region.load() != r) continue;
+    m.base.store(nullptr, std::memory_order_release);
+    m.region.store(nullptr);
+  }
+}
+}  // namespace
+
+Region* region_at(const void* base) noexcept {
+  for (Mapped& m : mapped) {
+    if (m.base.load(std::memory_order_acquire) == base) return m.region.load();
+  }
+  return nullptr;
+}
+
+Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) { remember(impl_->region.base, this); }
 
 Region::~Region() {
+  forget(this);
   RegionImpl& r = *impl_;
   if (r.read_only) {
     r.event(RegionEvent::kClose, r.region.base, "region closed");
