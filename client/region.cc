@@ -33,10 +33,20 @@ absl::Status check_name(std::string_view name, Discipline d) {
 // raw pointers libstdc++'s node containers keep inside it stay valid. A
 // range far from where the kernel puts heaps, stacks and libraries, chosen
 // by the name so that regions rarely collide.
+// 32 to 80 TiB: above AddressSanitizer's shadow, below where position-
+// independent executables (85 TiB) and the mmap area (near 128 TiB) go. One
+// slot of 64 GiB per name hash.
 void* preferred_address(std::string_view name) {
+#if defined(MEMD_SANITIZER_THREAD)
+  // ThreadSanitizer keeps its shadow there and aborts on any mapping it did
+  // not expect: let the kernel choose (processes then agree less often).
+  (void)name;
+  return nullptr;
+#else
   uint64_t h = 1469598103934665603ull;
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return reinterpret_cast<void*>(uintptr_t{0x100000000000} + (h % 1024) * (uintptr_t{1} << 36));
+  return reinterpret_cast<void*>(uintptr_t{0x200000000000} + (h % 768) * (uintptr_t{1} << 36));
+#endif
 }
 
 void forward_source_event(void* context, const disciplines::SourceEventInfo& info) {
@@ -176,10 +186,11 @@ Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) { reme
 Region::~Region() {
   forget(this);
   RegionImpl& r = *impl_;
-  if (r.read_only) {
-    r.event(RegionEvent::kClose, r.region.base, "region closed");
-    return;
-  }
+  // Close is announced here, once, while everything is still in place; the
+  // discipline's own close event would come too late to reach the handler.
+  r.event(RegionEvent::kClose, r.region.base, "region closing");
+  r.source->set_event_handler(nullptr, nullptr);
+  if (r.read_only) return;
   r.server.reset();  // no new leases
   r.detach_all();
   if (r.owner) {
@@ -217,6 +228,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   auto impl = std::make_unique<RegionImpl>();
   impl->name = std::string(name);
   impl->discipline = options.discipline;
+  impl->handler = options.event_handler;
+  impl->handler_context = options.event_context;
   disciplines::SharedSourceOptions so;
   so.length = bytes;
   so.create = true;

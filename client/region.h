@@ -72,6 +72,10 @@ struct RegionOptions {
   uint32_t max_roots = 256;     // named roots
   mode_t mode = 0600;           // permissions of a created object
   heap::HeapParams params;
+  // Exception events from the start (kOpen included); set_event_handler
+  // changes it later.
+  RegionEventHandler event_handler = nullptr;
+  void* event_context = nullptr;
 };
 
 // A named root, as listed.

@@ -223,6 +223,30 @@ TEST_P(RegionTest, BadFreesAreReportedAsEvents) {
   EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
 }
 
+TEST_P(RegionTest, OpenAndCloseEvents) {
+  std::memset(events_seen, 0, sizeof events_seen);
+  RegionOptions o = small_options(GetParam());
+  o.event_handler = count_event;
+  {
+    auto r = Region::create(name("events"), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(events_seen[static_cast<int>(RegionEvent::kOpen)], 1);
+    EXPECT_EQ(events_seen[static_cast<int>(RegionEvent::kClose)], 0);
+  }
+  EXPECT_EQ(events_seen[static_cast<int>(RegionEvent::kClose)], 1);
+}
+
+TEST_P(RegionTest, PersistAndCheckpoint) {
+  auto r = Region::create(name("persist"), small_options(GetParam()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto* p = static_cast<char*>((*r)->alloc(10000));
+  std::memset(p, 7, 10000);
+  EXPECT_TRUE((*r)->persist(p, 10000).ok());
+  EXPECT_TRUE((*r)->checkpoint().ok());
+  int local;
+  EXPECT_EQ((*r)->persist(&local, sizeof local).code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST_P(RegionTest, ExhaustionIsAnErrorAndAnEvent) {
   std::string n = name("full");
   auto r = Region::create(n, small_options(GetParam(), size_t{16} << 20));
