@@ -57,7 +57,7 @@ void forward_source_event(void* context, const disciplines::SourceEventInfo& inf
 
 // Reads and validates the header of an object before mapping it. Returns
 // where the region prefers to be mapped.
-absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d) {
+absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m) {
   alignas(heap::RegionHeader) unsigned char bytes[sizeof(heap::RegionHeader)] = {};
   const auto& h = *reinterpret_cast<const heap::RegionHeader*>(bytes);
   size_t len = source.length();
@@ -83,6 +83,10 @@ absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d) {
   bool is_shm = d == Discipline::kShm, made_shm = h.discipline == static_cast<uint32_t>(Discipline::kShm);
   if (is_shm != made_shm) {
     return absl::InvalidArgumentError(absl::StrCat(source.name(), ": made with discipline ", h.discipline));
+  }
+  if (h.method != static_cast<uint32_t>(m)) {
+    return absl::FailedPreconditionError(absl::StrCat(source.name(), ": managed by method ", h.method,
+                                                      ", asked for method ", static_cast<uint32_t>(m)));
   }
   return h.preferred_base;
 }
@@ -255,8 +259,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, Discipline d, bool read_only,
-                                                         uint64_t* preferred_base) {
+absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, Discipline d, Method m,
+                                                         bool read_only, uint64_t* preferred_base) {
   if (absl::Status s = check_name(name, d); !s.ok()) return s;
   auto impl = std::make_unique<RegionImpl>();
   impl->name = std::string(name);
@@ -267,7 +271,7 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
   absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(d), name, so);
   if (!src.ok()) return src.status();
   impl->source = std::move(*src);
-  absl::StatusOr<uint64_t> base = read_header(*impl->source, d);
+  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m);
   if (!base.ok()) return base.status();
   *preferred_base = *base;
   impl->source->set_event_handler(forward_source_event, impl.get());
@@ -276,9 +280,10 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Discipline discipline) {
+absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Discipline discipline,
+                                                     Method method) {
   uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, false, &preferred);
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, &preferred);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
@@ -289,9 +294,10 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Disc
 }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Discipline discipline,
-                                                       std::string_view owner_socket, bool read_only) {
+                                                       std::string_view owner_socket, bool read_only,
+                                                       Method method) {
   uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, read_only, &preferred);
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, read_only, &preferred);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;

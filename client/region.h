@@ -98,12 +98,14 @@ class Region {
   // Opens an existing region as its owner: validates its format and, if the
   // last owner did not close it cleanly, recovers it (everything derived is
   // rebuilt; objects in flight at the crash may leak, nothing else).
-  static absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, Discipline discipline);
+  // `method` must be the one the region was created with.
+  static absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, Discipline discipline,
+                                                      Method method = Method::kBest);
   // Attaches to a region whose owner serves leases on `owner_socket`.
   // `read_only`: map without write access; alloc and free then fail (EROFS).
   static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
                                                         std::string_view owner_socket,
-                                                        bool read_only = false);
+                                                        bool read_only = false, Method method = Method::kBest);
   // Deletes a region's backing object. The region must not be open.
   static absl::Status remove(std::string_view name, Discipline discipline);
 

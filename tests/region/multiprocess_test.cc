@@ -266,6 +266,83 @@ TEST_P(MultiProcessTest, AClientSeesPagesTheOwnerAddsLater) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+struct Once {
+  std::atomic<int> constructions{0};
+  std::atomic<int> users{0};
+  Once() {
+    constructions.fetch_add(1);
+    // Widen the window in which a second process could construct too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+};
+
+TEST_P(MultiProcessTest, FindOrConstructIsAtomicAcrossProcesses) {
+  constexpr int kChildren = 4;
+  std::vector<pid_t> kids;
+  for (int id = 0; id < kChildren; ++id) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto r = Region::attach(name_, GetParam(), sock_);
+      if (!r.ok()) _exit(10);
+      auto* box = (*r)->find<Mailbox>("mailbox");
+      box->ready.fetch_add(1);
+      while (box->go.load() == 0) std::this_thread::yield();
+      Once* o = (*r)->find_or_construct<Once>("once");
+      if (o == nullptr) _exit(11);
+      o->users.fetch_add(1);
+      box->slot[id].store((*r)->offset_of(o) + 1);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  while (box_->ready.load() < kChildren) std::this_thread::yield();
+  box_->go.store(1);
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  Once* o = owner_->find<Once>("once");
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->constructions.load(), 1);
+  EXPECT_EQ(o->users.load(), kChildren);
+  for (int id = 0; id < kChildren; ++id) EXPECT_EQ(box_->slot[id].load(), owner_->offset_of(o) + 1);
+}
+
+int hang_signal_fd = -1;
+struct Hangs {
+  Hangs() {
+    char c = 1;
+    if (write(hang_signal_fd, &c, 1) != 1) _exit(30);
+    for (;;) pause();  // killed here, holding the roots lock
+  }
+};
+
+TEST_P(MultiProcessTest, AProcessKilledWhileMakingARootReleasesTheRootsLock) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto r = Region::attach(name_, GetParam(), sock_);
+    if (!r.ok()) _exit(10);
+    hang_signal_fd = fds[1];
+    (*r)->find_or_construct<Hangs>("hangs");
+    _exit(11);
+  }
+  char c;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  // The robust lock hands the next locker the repair: the half-made root is
+  // dropped, and roots work again.
+  int* v = owner_->find_or_construct<int>("after", 5);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(*v, 5);
+  EXPECT_EQ(owner_->find<Hangs>("hangs"), nullptr);
+  EXPECT_NE(owner_->find_or_construct<int>("hangs", 1), nullptr);  // the name is free again
+}
+
 TEST_P(MultiProcessTest, AttachWithoutAnOwnerFailsClearly) {
   auto r = Region::attach(name_, GetParam(), dir_.file("nobody.sock"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();

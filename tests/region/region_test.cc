@@ -223,6 +223,23 @@ TEST_P(RegionTest, BadFreesAreReportedAsEvents) {
   EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
 }
 
+TEST_P(RegionTest, APointerFromAnotherRegionIsRefused) {
+  auto a = Region::create(name("a"), small_options(GetParam()));
+  auto b = Region::create(name("b"), small_options(GetParam()));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::memset(events_seen, 0, sizeof events_seen);
+  (*a)->set_event_handler(count_event, nullptr);
+  setenv("MEMD_QUIET", "1", 1);
+  auto* p = static_cast<char*>((*b)->alloc(64));
+  std::memset(p, 3, 64);
+  (*a)->free(p);
+  EXPECT_EQ(events_seen[static_cast<int>(RegionEvent::kBadAddress)], 1);
+  EXPECT_EQ((*b)->size(p), 64u);  // still live in its own region
+  EXPECT_EQ(p[63], 3);
+  EXPECT_TRUE((*a)->check().ok());
+  EXPECT_TRUE((*b)->check().ok());
+}
+
 TEST_P(RegionTest, OpenAndCloseEvents) {
   std::memset(events_seen, 0, sizeof events_seen);
   RegionOptions o = small_options(GetParam());
@@ -377,6 +394,13 @@ TEST_F(DamagedRegion, WrongDiscipline) {
   std::string path = make();
   auto r = Region::open(path, Discipline::kShm);  // a path is not a shm name
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+}
+
+TEST_F(DamagedRegion, OtherMethod) {
+  std::string path = make();
+  auto r = Region::open(path, Discipline::kFile, static_cast<Method>(7));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("method"), std::string::npos) << r.status();
 }
 
 TEST_F(DamagedRegion, NoPermission) {
