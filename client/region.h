@@ -146,6 +146,10 @@ class Region {
   template <class T>
   bool destroy(std::string_view name);
   std::vector<RootInfo> list() const;
+  // Roots of plain bytes (the C API's): found, or made as `size` zeroed
+  // bytes (*created tells). Another type under the name: nullptr, EINVAL.
+  void* root_bytes(std::string_view name, size_t size, bool* created);
+  void* find_bytes(std::string_view name) const;
 
   // Makes [p, p + n) durable (msync or a cache flush, by discipline).
   absl::Status persist(const void* p, size_t n);

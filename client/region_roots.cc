@@ -144,6 +144,22 @@ void* Region::take_root(std::string_view name, uint64_t type) {
   return p;
 }
 
+namespace {
+constexpr const char* kBytesType = "memd:bytes";
+}  // namespace
+
+void* Region::root_bytes(std::string_view name, size_t size, bool* created) {
+  *created = false;
+  auto [mem, construct] = reserve_root(name, size, 16, type_hash(kBytesType));
+  if (mem == nullptr || !construct) return mem;
+  std::memset(mem, 0, size);
+  publish_root(name, true);
+  *created = true;
+  return mem;
+}
+
+void* Region::find_bytes(std::string_view name) const { return find_root(name, type_hash(kBytesType)); }
+
 std::vector<RootInfo> Region::list() const {
   const heap::Region& r = impl_->region;
   std::vector<RootInfo> out;

@@ -1,0 +1,133 @@
+// The C API over memd::Region: a memd_region* is a memd::Region*.
+#include <cerrno>
+#include <cstring>
+
+#include "client/memd_region.h"
+#include "client/region.h"
+
+namespace {
+
+memd::Region* cast(memd_region* r) { return reinterpret_cast<memd::Region*>(r); }
+
+int errno_of(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound: return ENOENT;
+    case absl::StatusCode::kAlreadyExists: return EEXIST;
+    case absl::StatusCode::kPermissionDenied: return EACCES;
+    case absl::StatusCode::kFailedPrecondition:
+      return s.message().find("owner") != std::string_view::npos ? EBUSY : EPROTO;
+    case absl::StatusCode::kDataLoss: return EBADMSG;
+    case absl::StatusCode::kUnavailable: return ECONNREFUSED;
+    case absl::StatusCode::kResourceExhausted: return ENOMEM;
+    case absl::StatusCode::kOutOfRange: return EFAULT;
+    default: return EINVAL;
+  }
+}
+
+memd_region* give(absl::StatusOr<std::unique_ptr<memd::Region>> r) {
+  if (!r.ok()) {
+    errno = errno_of(r.status());
+    return nullptr;
+  }
+  return reinterpret_cast<memd_region*>(r->release());
+}
+
+int result(const absl::Status& s) {
+  if (s.ok()) return 0;
+  errno = errno_of(s);
+  return -1;
+}
+
+bool valid_discipline(int d) { return d == MEMD_SHM || d == MEMD_FILE || d == MEMD_PMEM; }
+
+}  // namespace
+
+extern "C" {
+
+memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes) {
+  if (name == nullptr || !valid_discipline(discipline)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  memd::RegionOptions o;
+  o.discipline = static_cast<memd::Discipline>(discipline);
+  if (max_bytes != 0) o.max_bytes = max_bytes;
+  return give(memd::Region::create(name, o));
+}
+
+memd_region* memd_region_open(const char* name, int discipline) {
+  if (name == nullptr || !valid_discipline(discipline)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return give(memd::Region::open(name, static_cast<memd::Discipline>(discipline)));
+}
+
+memd_region* memd_region_attach(const char* name, int discipline, const char* socket_path, int read_only) {
+  if (name == nullptr || !valid_discipline(discipline) || (socket_path == nullptr && !read_only)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return give(memd::Region::attach(name, static_cast<memd::Discipline>(discipline),
+                                   socket_path ? socket_path : "", read_only != 0));
+}
+
+int memd_region_serve(memd_region* region, const char* socket_path) {
+  if (socket_path == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  return result(cast(region)->serve(socket_path));
+}
+
+void memd_region_close(memd_region* region) { delete cast(region); }
+
+int memd_region_remove(const char* name, int discipline) {
+  if (name == nullptr || !valid_discipline(discipline)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return result(memd::Region::remove(name, static_cast<memd::Discipline>(discipline)));
+}
+
+void* memd_region_alloc(memd_region* region, size_t size) { return cast(region)->alloc(size); }
+void memd_region_free(memd_region* region, void* p) { cast(region)->free(p); }
+void* memd_region_resize(memd_region* region, void* p, size_t size) { return cast(region)->resize(p, size); }
+uint64_t memd_region_offset(memd_region* region, const void* p) { return cast(region)->offset_of(p); }
+void* memd_region_at(memd_region* region, uint64_t offset) { return cast(region)->at(offset); }
+
+void* memd_region_root(memd_region* region, const char* name, size_t size, int* created) {
+  if (name == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  bool made = false;
+  void* p = cast(region)->root_bytes(name, size, &made);
+  if (created != nullptr) *created = made;
+  return p;
+}
+
+void* memd_region_find(memd_region* region, const char* name) {
+  if (name == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return cast(region)->find_bytes(name);
+}
+
+int memd_region_persist(memd_region* region, const void* p, size_t n) { return result(cast(region)->persist(p, n)); }
+int memd_region_checkpoint(memd_region* region) { return result(cast(region)->checkpoint()); }
+
+int memd_region_check(memd_region* region, char* message, size_t message_size) {
+  absl::Status s = cast(region)->check();
+  if (s.ok()) return 0;
+  if (message != nullptr && message_size > 0) {
+    std::string m(s.message());
+    std::strncpy(message, m.c_str(), message_size - 1);
+    message[message_size - 1] = '\0';
+  }
+  errno = EIO;
+  return -1;
+}
+
+}  // extern "C"

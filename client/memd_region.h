@@ -1,0 +1,56 @@
+/* memd C API for regions: the calls of memd::Region (client/region.h) with a
+ * memd_region_ prefix. Failures return NULL or -1 with errno set:
+ *   ENOENT no such region or root      EEXIST it exists already
+ *   EACCES no permission               EINVAL bad name, size or argument
+ *   EBUSY  it has an owner already     EPROTO another version, method or page size
+ *   EBADMSG truncated or damaged       ECONNREFUSED no owner answers on the socket
+ *   ENOMEM out of memory               EROFS  attached read-only */
+#ifndef MEMD_MEMD_REGION_H_
+#define MEMD_MEMD_REGION_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct memd_region memd_region;
+
+enum memd_discipline { MEMD_SHM = 1, MEMD_FILE = 2, MEMD_PMEM = 3 };
+
+/* Creates a region and opens it as its owner. max_bytes: its fixed size. */
+memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes);
+/* Opens an existing region as its owner, recovering it after a crash. */
+memd_region* memd_region_open(const char* name, int discipline);
+/* Attaches to a region whose owner serves leases on `socket_path`. */
+memd_region* memd_region_attach(const char* name, int discipline, const char* socket_path,
+                                int read_only);
+/* Owner only: answers other processes on a Unix socket. */
+int memd_region_serve(memd_region* region, const char* socket_path);
+/* Closes this process's use of the region (a client's objects stay). */
+void memd_region_close(memd_region* region);
+int memd_region_remove(const char* name, int discipline);
+
+void* memd_region_alloc(memd_region* region, size_t size);
+void memd_region_free(memd_region* region, void* p);
+void* memd_region_resize(memd_region* region, void* p, size_t size);
+uint64_t memd_region_offset(memd_region* region, const void* p);
+void* memd_region_at(memd_region* region, uint64_t offset);
+
+/* The named root `name`: found, or made as `size` zeroed bytes (then
+ * *created = 1). Atomic across processes. */
+void* memd_region_root(memd_region* region, const char* name, size_t size, int* created);
+/* The named root, or NULL (ENOENT). */
+void* memd_region_find(memd_region* region, const char* name);
+
+int memd_region_persist(memd_region* region, const void* p, size_t n);
+int memd_region_checkpoint(memd_region* region);
+/* 0 if every invariant holds; else -1, errno EIO, and a message. */
+int memd_region_check(memd_region* region, char* message, size_t message_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMD_MEMD_REGION_H_ */

@@ -1,0 +1,133 @@
+/* The region C API, compiled as C: create, roots, close and reopen, a child
+ * process attaching and freeing the parent's object, and the errno of each
+ * kind of bad input. Exits non-zero and says which check failed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/memd_region.h"
+
+static int failures = 0;
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "c_region_test:%d: %s\n", __LINE__, #cond);     \
+      ++failures;                                                     \
+    }                                                                 \
+  } while (0)
+
+struct list {
+  uint64_t head; /* offset of the first node + 1 */
+  uint64_t count;
+};
+struct node {
+  uint64_t next;
+  int value;
+};
+
+int main(void) {
+  char dir[] = "/tmp/memd-c-region-XXXXXX";
+  const char* tmp = getenv("TMPDIR");
+  char path[512], sock[512];
+  char tmpl[512];
+  snprintf(tmpl, sizeof tmpl, "%s/memd-c-region-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  char* d = mkdtemp(tmpl);
+  if (d == NULL) d = mkdtemp(dir);
+  CHECK(d != NULL);
+  if (d == NULL) return 1;
+  snprintf(path, sizeof path, "%s/c.region", d);
+  snprintf(sock, sizeof sock, "%s/c.sock", d);
+
+  memd_region* r = memd_region_create(path, MEMD_FILE, (size_t)64 << 20);
+  CHECK(r != NULL);
+  if (r == NULL) return 1;
+  int created = 0;
+  struct list* l = memd_region_root(r, "list", sizeof *l, &created);
+  CHECK(l != NULL && created == 1 && l->head == 0);
+  CHECK(memd_region_root(r, "list", sizeof *l, &created) == l && created == 0);
+  for (int i = 0; i < 100; ++i) {
+    struct node* n = memd_region_alloc(r, sizeof *n);
+    CHECK(n != NULL);
+    n->value = i;
+    n->next = l->head;
+    l->head = memd_region_offset(r, n) + 1;
+    ++l->count;
+  }
+  CHECK(memd_region_persist(r, l, sizeof *l) == 0);
+  CHECK(memd_region_serve(r, sock) == 0);
+
+  /* A child frees every other node, the parent's objects. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    memd_region* c = memd_region_attach(path, MEMD_FILE, sock, 0);
+    if (c == NULL) _exit(10);
+    struct list* cl = memd_region_find(c, "list");
+    if (cl == NULL) _exit(11);
+    uint64_t* link = &cl->head;
+    int k = 0;
+    while (*link) {
+      struct node* n = memd_region_at(c, *link - 1);
+      if (k++ % 2 == 0) {
+        *link = n->next;
+        memd_region_free(c, n);
+        --cl->count;
+      } else {
+        link = &n->next;
+      }
+    }
+    memd_region_close(c);
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char msg[256];
+  CHECK(memd_region_check(r, msg, sizeof msg) == 0);
+  memd_region_close(r);
+
+  /* Reopened: the list is as the child left it. */
+  r = memd_region_open(path, MEMD_FILE);
+  CHECK(r != NULL);
+  if (r == NULL) return 1;
+  l = memd_region_find(r, "list");
+  CHECK(l != NULL && l->count == 50);
+  int seen = 0;
+  for (uint64_t off = l->head; off; ++seen) {
+    struct node* n = memd_region_at(r, off - 1);
+    CHECK(n->value % 2 == 0);
+    off = n->next;
+  }
+  CHECK(seen == 50);
+  CHECK(memd_region_check(r, msg, sizeof msg) == 0);
+
+  /* Bad input. */
+  errno = 0;
+  CHECK(memd_region_create(path, MEMD_FILE, (size_t)64 << 20) == NULL && errno == EEXIST);
+  CHECK(memd_region_open(path, MEMD_FILE) == NULL && errno == EBUSY); /* it has an owner: us */
+  snprintf(msg, sizeof msg, "%s/missing", d);
+  CHECK(memd_region_open(msg, MEMD_FILE) == NULL && errno == ENOENT);
+  CHECK(memd_region_create("a/b", MEMD_SHM, 0) == NULL && errno == EINVAL);
+  CHECK(memd_region_create("x", 42, 0) == NULL && errno == EINVAL);
+  snprintf(msg, sizeof msg, "%s/nobody.sock", d);
+  CHECK(memd_region_attach(path, MEMD_FILE, msg, 0) == NULL && errno == ECONNREFUSED);
+  CHECK(memd_region_find(r, "nothing") == NULL && errno == ENOENT);
+  memd_region_close(r);
+
+  /* Not a region: too short to be one, then long enough but something else. */
+  FILE* f = fopen(msg, "w");
+  fputs("plain text", f);
+  fclose(f);
+  CHECK(memd_region_open(msg, MEMD_FILE) == NULL && errno == EBADMSG);
+  CHECK(truncate(msg, 1 << 20) == 0);
+  CHECK(memd_region_open(msg, MEMD_FILE) == NULL && errno == EINVAL);
+
+  CHECK(memd_region_remove(path, MEMD_FILE) == 0);
+  CHECK(memd_region_remove(path, MEMD_FILE) == -1 && errno == ENOENT);
+  unlink(msg);
+  rmdir(d);
+  if (failures == 0) printf("c_region_test: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}
