@@ -1,7 +1,7 @@
 # Entry points for people and CI. Each target installs what it needs first.
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-asan test-tsan test-sanitizers bench clean
+.PHONY: setup build run test test-asan test-tsan test-sanitizers bench bench-shared clean
 
 setup:
 	@bash tools/setup.sh
@@ -31,6 +31,9 @@ test-sanitizers: test-asan test-tsan
 
 bench: build
 	python3 bench/run_all.py --build build/release
+
+bench-shared: build
+	python3 bench/shared/run_shared.py --build build/release --rounds 5
 
 clean:
 	rm -rf build

@@ -58,18 +58,26 @@ uint32_t keep_good_prefix(char* base, uint32_t* head, uint32_t size, uint32_t bu
   return kept;
 }
 
+// What no ownerless block keeps: list links, flags, a pending-stack link.
+// Returns whether the block was ever laid out by a thread heap (`end` is
+// written last when it is); one that was not loses its remote list too.
+bool reset_ownerless(BlockDesc& b, PageKind kind) {
+  b.kind = kind;
+  b.flags = 0;
+  b.prev = b.next = kNoPage;
+  b.pending_next.store(0, std::memory_order_relaxed);
+  if (b.end != 0) return true;
+  b.remote_head.store(0, std::memory_order_relaxed);
+  return false;
+}
+
 bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex block, uint64_t* leaked) {
   BlockDesc& b = r.block(block);
   char* base = r.page_address(block);
   const ClassInfo& info = classes.info(r.page(block).cls);
   b.cls = static_cast<uint16_t>(r.page(block).cls);
-  b.kind = PageKind::kSegregated;
-  b.flags = 0;
-  b.prev = b.next = kNoPage;
-  b.pending_next.store(0, std::memory_order_relaxed);
-  if (b.end == 0) {
+  if (!reset_ownerless(b, PageKind::kSegregated)) {
     // Handed out, never initialized: nothing was ever allocated from it.
-    b.remote_head.store(0, std::memory_order_relaxed);
     b.free_head = b.bump = b.used = 0;
     b.end = info.end;
     return true;
@@ -104,14 +112,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   char* base = r.page_address(block);
   const uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
   const uint64_t secret = r.header->secret;
-  b.kind = PageKind::kLarge;
-  b.flags = 0;
-  b.prev = b.next = kNoPage;
-  b.pending_next.store(0, std::memory_order_relaxed);
-  if (b.end == 0) {
-    b.remote_head.store(0, std::memory_order_relaxed);
-    return true;  // never laid out: nothing was allocated in it
-  }
+  if (!reset_ownerless(b, PageKind::kLarge)) return true;  // never laid out: nothing was allocated in it
   // Chunks on the remote list are free. A chunk marked remote but not on
   // the list is a free by a live process caught between its claim and its
   // push: it arrives on the list later, and stays unfree until then.
