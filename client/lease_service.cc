@@ -32,7 +32,9 @@ uint64_t process_start_time(pid_t pid) {
   // Field 22; the command name (field 2) may hold spaces and parentheses,
   // so count from the last ')'.
   const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0;
+  if (p == nullptr || p[1] == '\0') return 0;
+  // A zombie has exited: it holds no mapping any more.
+  if (p[2] == 'Z' || p[2] == 'X') return 0;
   int field = 2;
   for (; *p != '\0' && field < 22; ++p) {
     if (*p == ' ') ++field;

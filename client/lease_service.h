@@ -68,7 +68,8 @@ class LeaseService {
 };
 
 // The start time of process `pid` (clock ticks after boot, /proc/pid/stat),
-// 0 if it cannot be read. With the pid, it names a process uniquely.
+// 0 if it cannot be read or the process has exited (a zombie). With the
+// pid, it names a process uniquely.
 uint64_t process_start_time(pid_t pid);
 
 }  // namespace memd::client

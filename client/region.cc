@@ -108,6 +108,18 @@ absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_
 absl::Status take_ownership(RegionImpl* impl) {
   heap::RegionHeader& h = *impl->region.header;
   bool clean = h.clean_close.load(std::memory_order_acquire) == 1;
+  // Clients of an owner that crashed may still be running on their blocks;
+  // recovering now would hand those blocks out again under them. A process
+  // is the same one only if its start time matches too (pids are reused).
+  for (uint32_t i = 0; i < h.max_clients; ++i) {
+    const heap::LeaseSlot& l = impl->region.leases[i];
+    if (l.state.load(std::memory_order_acquire) == heap::LeaseState::kFree || l.start_time == 0) continue;
+    if (client::process_start_time(l.pid) == l.start_time) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          impl->name, ": a client of the previous owner is still running (pid ", l.pid,
+          "); it must detach or exit before the region is recovered"));
+    }
+  }
   impl->pages = std::make_unique<client::PageHeapOwner>();
   impl->pages->init(impl->source.get(), impl->region);
   heap::RecoveryReport report;

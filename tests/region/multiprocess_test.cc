@@ -343,6 +343,47 @@ TEST_P(MultiProcessTest, AProcessKilledWhileMakingARootReleasesTheRootsLock) {
   EXPECT_NE(owner_->find_or_construct<int>("hangs", 1), nullptr);  // the name is free again
 }
 
+TEST_P(MultiProcessTest, ANewOwnerWaitsForTheClientsOfACrashedOne) {
+  // The owner is a child here, so that it can be killed.
+  owner_.reset();
+  int fds[2], client_fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(pipe(client_fds), 0);
+  std::string sock2 = dir_.file("owner2.sock");
+  pid_t owner = fork();
+  if (owner == 0) {
+    auto r = Region::open(name_, GetParam());
+    if (!r.ok() || !(*r)->serve(sock2).ok()) _exit(10);
+    char c = 1;
+    if (write(fds[1], &c, 1) != 1) _exit(11);
+    for (;;) pause();
+  }
+  char c;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  pid_t client = fork();
+  if (client == 0) {
+    auto r = Region::attach(name_, GetParam(), sock2);
+    if (!r.ok() || (*r)->alloc(100) == nullptr) _exit(10);
+    char one = 1;
+    if (write(client_fds[1], &one, 1) != 1) _exit(11);
+    for (;;) pause();
+  }
+  ASSERT_EQ(read(client_fds[0], &c, 1), 1);
+  int status;
+  ASSERT_EQ(kill(owner, SIGKILL), 0);
+  ASSERT_EQ(waitpid(owner, &status, 0), owner);
+  auto refused = Region::open(name_, GetParam());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find(std::to_string(client)), std::string::npos) << refused.status();
+  ASSERT_EQ(kill(client, SIGKILL), 0);
+  ASSERT_EQ(waitpid(client, &status, 0), client);
+  auto r = Region::open(name_, GetParam());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
+  EXPECT_NE((*r)->find<Mailbox>("mailbox"), nullptr);
+  owner_ = std::move(*r);
+}
+
 TEST_P(MultiProcessTest, AttachWithoutAnOwnerFailsClearly) {
   auto r = Region::attach(name_, GetParam(), dir_.file("nobody.sock"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
