@@ -455,6 +455,18 @@ absl::Status Region::checkpoint() {
   return absl::OkStatus();
 }
 
+void Region::compact() {
+  if (impl_->read_only || !impl_->registered) return;
+  if (heap::OwnerHeap* h = client::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
+    h->release_empty();
+  }
+  if (impl_->leased) impl_->leased->return_all();
+  if (impl_->pages) {
+    impl_->pages->sweep_abandoned();
+    impl_->pages->purge_all();
+  }
+}
+
 absl::Status Region::check() {
   char message[256];
   bool ok = impl_->pages ? impl_->pages->check(message, sizeof message)

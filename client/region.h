@@ -156,6 +156,11 @@ class Region {
   // Makes the whole region durable, metadata included.
   absl::Status checkpoint();
 
+  // Gives free memory back: the calling thread's empty blocks, this
+  // process's spare blocks, and (owner) every empty page, punched out of the
+  // backing object so that its resident and on-disk size follow live data.
+  void compact();
+
   // Verifies every invariant of the region (every page, block and list).
   absl::Status check();
   heap::RegionStats stat();

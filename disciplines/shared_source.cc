@@ -184,6 +184,12 @@ absl::Status SharedSource::map(void* hint) {
     base_ = static_cast<char*>(p);
   }
   mapped_ = len;
+  // A heap touches its pages in no order, so read-around only faults in
+  // neighbours nobody asked for. Worse, it builds large folios, and punching
+  // a hole that ends inside one (ext4 on recent kernels) only zeroes that
+  // part, which is then written back as real blocks: discarded pages would
+  // keep their disk space. Single-page folios are punched exactly.
+  madvise(base_, mapped_, MADV_RANDOM);
   fire(SourceEvent::kOpen, "open: mapped the object", 0, mapped_, 0);
   return absl::OkStatus();
 }

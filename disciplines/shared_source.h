@@ -118,6 +118,7 @@ class SharedSource final : public heap::MemorySource {
   bool commit(size_t offset, size_t len) override;
   // Pages that were discarded are holes again: allocate their backing anew.
   bool recommit(size_t offset, size_t len) override { return commit(offset, len); }
+  bool commits_on_use() const override { return true; }
   // Punches the range out of the object (fallback: MADV_REMOVE). Afterwards
   // every mapper reads zeros and resident and on-disk size drop.
   bool discard(size_t offset, size_t len) override;

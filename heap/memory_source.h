@@ -29,6 +29,13 @@ class MemorySource {
   // first write); anonymous memory needs nothing.
   virtual bool recommit(size_t offset, size_t len) { return true; }
 
+  // Whether backing is better allocated page run by page run as the heap
+  // hands them out (shared objects: fallocate takes real disk or RAM at
+  // once) than in large steps as the heap grows (anonymous memory: an
+  // mprotect costs nothing until pages are touched). If true, the heap's
+  // growth commits nothing and every use of a never-used run recommits it.
+  virtual bool commits_on_use() const { return false; }
+
   // Makes [offset, offset + len) durable (no-op for volatile memory).
   virtual bool persist(size_t offset, size_t len) { return true; }
 };

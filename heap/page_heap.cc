@@ -187,6 +187,11 @@ bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
   return true;
 }
 
+// Whether pages of a run in `state` need their backing allocated before use.
+bool needs_recommit(const MemorySource& source, uint8_t state) {
+  return state == kRunDiscarded || (state == kRunFresh && source.commits_on_use());
+}
+
 // Adds at least `n` fresh (clean) pages at the top of the region.
 bool grow(const Region& r, MemorySource& source, PageCount n) {
   PageHeapState& s = r.header->page_heap;
@@ -198,7 +203,8 @@ bool grow(const Region& r, MemorySource& source, PageCount n) {
   }
   uint32_t step = std::min(room, std::max({n.value, kGrowMinPages, committed / 8}));
   if (!commit_tables(r, source, committed + step)) return false;
-  if (!source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) {
+  if (!source.commits_on_use() &&
+      !source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) {
     // Retry with exactly what is needed before giving up.
     step = n.value;
     if (!source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) return false;
@@ -273,7 +279,7 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
   }
   bool zeroed = !is_dirty(r.block(run).run_state);
   PageCount skip = align_skip(r, run, align);
-  if (r.block(run).run_state == kRunDiscarded &&
+  if (needs_recommit(source, r.block(run).run_state) &&
       !source.recommit(data_offset_of(r, run + skip), n.bytes())) {
     errno = ENOMEM;
     return {};
@@ -298,7 +304,7 @@ bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, Pa
   if (run != after) return false;
   PageCount extra{want.value - have.value};
   if (r.block(run).pages.value < extra.value) return false;
-  if (r.block(run).run_state == kRunDiscarded &&
+  if (needs_recommit(source, r.block(run).run_state) &&
       !source.recommit(data_offset_of(r, run), extra.bytes())) {
     return false;
   }

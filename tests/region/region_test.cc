@@ -240,6 +240,43 @@ TEST_P(RegionTest, APointerFromAnotherRegionIsRefused) {
   EXPECT_TRUE((*b)->check().ok());
 }
 
+// Resident memory and disk space follow live data: freed pages are punched
+// out of the backing object.
+TEST_P(RegionTest, CompactGivesBackingBack) {
+  std::string n = name("compact");
+  auto r = Region::create(n, small_options(GetParam(), size_t{256} << 20));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto backing = [&] {
+    std::string path = GetParam() == Discipline::kShm ? "/dev/shm/memd." + n : n;
+    struct stat st;
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return static_cast<size_t>(st.st_blocks) * 512;
+  };
+  size_t empty = backing();
+  std::vector<void*> objs;
+  for (int i = 0; i < 100000; ++i) {
+    void* p = (*r)->alloc(i % 10 == 0 ? 4000 : 400);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 1, i % 10 == 0 ? 4000 : 400);
+    objs.push_back(p);
+  }
+  for (int i = 0; i < 4; ++i) objs.push_back((*r)->alloc(5 << 20));
+  size_t full = backing();
+  EXPECT_GT(full, empty + (size_t{60} << 20));
+  for (void* p : objs) (*r)->free(p);
+  (*r)->compact();
+  size_t after = backing();
+  heap::RegionStats st = (*r)->stat();
+  EXPECT_LT(after, empty + (size_t{4} << 20)) << "empty " << empty << " full " << full << " committed "
+                                             << st.pages_committed << " dirty " << st.pages_dirty << " discarded "
+                                             << st.pages_discarded << " in use " << st.pages_in_use;
+  EXPECT_TRUE((*r)->check().ok()) << (*r)->check();
+  // And the pages come back when needed.
+  void* again = (*r)->alloc(size_t{20} << 20);
+  ASSERT_NE(again, nullptr);
+  std::memset(again, 2, size_t{20} << 20);
+}
+
 TEST_P(RegionTest, OpenAndCloseEvents) {
   std::memset(events_seen, 0, sizeof events_seen);
   RegionOptions o = small_options(GetParam());
