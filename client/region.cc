@@ -170,7 +170,18 @@ struct Mapped {
 Mapped mapped[kMaxMapped];
 std::mutex mapped_lock;
 
+// A forked child has none of its parent's Region objects in use (it must
+// open or attach its own), so it forgets them all.
+void forget_all_in_child() {
+  for (Mapped& m : mapped) {
+    m.base.store(nullptr);
+    m.region.store(nullptr);
+  }
+}
+
 void remember(const void* base, Region* r) {
+  static const bool hooked = [] { return pthread_atfork(nullptr, nullptr, forget_all_in_child) == 0; }();
+  (void)hooked;
   std::lock_guard<std::mutex> g(mapped_lock);
   for (Mapped& m : mapped) {
     if (m.base.load() != nullptr) continue;

@@ -4,12 +4,17 @@
 #include "disciplines/shared_source.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -101,8 +106,46 @@ absl::StatusOr<std::unique_ptr<SharedSource>> SharedSource::open(DisciplineKind 
       new SharedSource(kind, std::string(name), fd, options.read_only, options.create));
 }
 
+namespace {
+
+// The mappings this process's SharedSources hold. A forked child starts
+// with none: what it inherited belongs to objects it must not use, so it may
+// map over those (and only those).
+constexpr int kMaxLive = 128;
+std::atomic<uintptr_t> live_mappings[kMaxLive];
+
+void forget_live_in_child() {
+  for (auto& m : live_mappings) m.store(0, std::memory_order_relaxed);
+}
+
+void add_live(const void* base) {
+  static const bool hooked = [] { return pthread_atfork(nullptr, nullptr, forget_live_in_child) == 0; }();
+  (void)hooked;
+  for (auto& m : live_mappings) {
+    uintptr_t empty = 0;
+    if (m.compare_exchange_strong(empty, reinterpret_cast<uintptr_t>(base))) return;
+  }
+}
+
+void remove_live(const void* base) {
+  for (auto& m : live_mappings) {
+    uintptr_t want = reinterpret_cast<uintptr_t>(base);
+    if (m.compare_exchange_strong(want, 0)) return;
+  }
+}
+
+bool is_live(const void* base) {
+  for (auto& m : live_mappings) {
+    if (m.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(base)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 SharedSource::~SharedSource() {
   if (base_ != nullptr) {
+    remove_live(base_);
     fire(SourceEvent::kClose, "close: unmapping the object", 0, mapped_, 0);
     if (mapped_by_pmem_) {
       internal::pmem_unmap_whole(base_, mapped_);
@@ -137,6 +180,34 @@ absl::Status SharedSource::read(size_t offset, void* out, size_t len) const {
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+bool SharedSource::maps_same_object_at(void* address, size_t len) const {
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return false;
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return false;
+  // Every line covering [address, address + len) must be a shared mapping
+  // of this object at the matching file offset (the kernel may split one
+  // mapping into several lines, e.g. after an madvise).
+  uintptr_t want = reinterpret_cast<uintptr_t>(address), end = want + len, covered = want;
+  char line[512];
+  bool ok = true;
+  while (ok && covered < end && std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo, hi, offset, inode;
+    unsigned dev_major, dev_minor;
+    char perms[8];
+    if (std::sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &offset, &dev_major, &dev_minor,
+                    &inode) != 7) {
+      continue;
+    }
+    if (hi <= covered || lo >= end) continue;
+    ok = lo == covered && perms[3] == 's' && inode == st.st_ino && offset == covered - want &&
+         makedev(dev_major, dev_minor) == st.st_dev;
+    covered = hi;
+  }
+  std::fclose(f);
+  return ok && covered >= end;
 }
 
 absl::Status SharedSource::map(void* hint) {
@@ -178,12 +249,19 @@ absl::Status SharedSource::map(void* hint) {
         p = MAP_FAILED;
       }
     }
+    if (p == MAP_FAILED && hint != nullptr && !is_live(hint) && maps_same_object_at(hint, len)) {
+      // A forked child still holds its parent's mapping of this very object
+      // at the preferred address. Mapping the object over it keeps the same
+      // memory where it was, and keeps every process at one address.
+      p = mmap(hint, len, prot, MAP_SHARED | MAP_FIXED, fd_, 0);
+    }
     at_hint_ = p != MAP_FAILED;
     if (p == MAP_FAILED) p = mmap(nullptr, len, prot, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) return internal::errno_status(errno, describe(), "cannot map");
     base_ = static_cast<char*>(p);
   }
   mapped_ = len;
+  add_live(base_);
   // A heap touches its pages in no order, so read-around only faults in
   // neighbours nobody asked for. Worse, it builds large folios, and punching
   // a hole that ends inside one (ext4 on recent kernels) only zeroes that

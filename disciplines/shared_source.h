@@ -100,7 +100,9 @@ class SharedSource final : public heap::MemorySource {
   absl::Status read(size_t offset, void* out, size_t len) const;
   // Maps the whole object MAP_SHARED, writable unless read_only. A non-null
   // `hint` is tried exactly (MAP_FIXED_NOREPLACE) before anywhere else;
-  // at_hint() tells which happened. kPmem maps through libpmem, which picks
+  // at_hint() tells which happened. If the hint range is this process's
+  // inherited mapping of the same object (a forked child), the object is
+  // mapped over it. kPmem maps through libpmem, which picks
   // the address itself (the hint is ignored). Fires kOpen.
   absl::Status map(void* hint = nullptr);
   bool at_hint() const { return at_hint_; }
@@ -142,6 +144,9 @@ class SharedSource final : public heap::MemorySource {
       : kind_(kind), name_(std::move(name)), fd_(fd), read_only_(read_only), created_(created) {}
 
   void fire(SourceEvent event, const char* what, size_t offset, size_t length, int error) const;
+  // Whether [address, address + len) is already a shared mapping of this
+  // object, from offset 0 (a mapping a forked child inherited).
+  bool maps_same_object_at(void* address, size_t len) const;
   // errno set and false unless [offset, offset + len) is page-aligned, mapped
   // and writable; fires kBadAddress for a range outside the mapping.
   bool check_writable_range(size_t offset, size_t len) const;

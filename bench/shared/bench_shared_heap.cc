@@ -3,31 +3,55 @@
 //
 //   bench_shared_heap --allocator NAME [--workload shared_small|persistent_small]
 //                     [--procs N] [--pairs N] [--slots N] [--min-size B] [--max-size B]
-//                     [--seed S] [--dir DIR] [--heap-mib M] [--max-seconds S]
+//                     [--seed S] [--dir DIR] [--heap-mib M]
+//                     [--pairs N [--max-seconds S] | --seconds S] [--go-at NS]
 //   bench_shared_heap --list        # the allocators compiled in, one per line
 //
 // The parent creates the heap, then forks --procs workers. Each worker opens
 // (attaches to) the heap by name, fills a ring of --slots objects (sizes
 // uniform in [min, max], from a fixed-seed generator, so every allocator sees
 // the same sequence), tells the parent it is ready and waits. The parent
-// releases all workers at once; each then runs --pairs steps: pick a random
-// slot, check and free its object, allocate a new one of a random size, write
-// a tag at its start and end. The timed part is this loop alone. With
-// --max-seconds a worker stops early once its loop has run that long (for
-// cases that cost milliseconds per pair); the output then says capped=1 and
-// counts the pairs actually done.
+// releases all workers at once; each then runs steps: pick a random slot,
+// check and free its object, allocate a new one of a random size, write a tag
+// at its start and end. The timed part is this loop alone.
+//
+// Two modes:
+//   fixed pairs (default, --pairs N)
+//       every worker runs N steps. With --max-seconds a worker stops early
+//       once its loop has run that long (for cases that cost milliseconds per
+//       pair); the output then says capped=1 and counts the pairs done.
+//   fixed window (--seconds S)
+//       the parent releases the workers at time G and every worker runs its
+//       loop until G + S (the same instant for all), reading the clock every
+//       few pairs (as often as every pair for slow cases, at most every 1024
+//       for fast ones, aiming at one read per ~100 us). So every worker runs
+//       through the whole window, and the sum of the workers' own rates is
+//       the rate of all of them working at once, however unequal the CPUs.
+// --go-at NS (CLOCK_MONOTONIC nanoseconds, as Python's time.monotonic_ns):
+// the parent releases its workers at that instant rather than as soon as they
+// are ready, so that separate runs started together share one window (a
+// control: two independent processes, each with its own heap).
 //
 // Output, one line of key=value pairs:
-//   pairs_per_s   all workers' pairs / (last end - first start)
-//   ns_per_pair   the mean over workers of (worker loop time / worker pairs):
-//                 what one process pays per pair while the others run too
-//   overlap       fraction of that span in which every worker was running
-//   checksum      from sizes and tags (identical for every allocator with the
-//                 same --procs, --pairs, --slots and --seed, unless capped)
-//   shared_check  ok when the objects the workers left live show up in the
-//                 parent's own view of the heap (so they really allocated from
-//                 the one segment), unknown when the family cannot tell
+//   mode              window or pairs
+//   pairs_per_s       the throughput of all workers: with --seconds
+//                     sum_pairs_per_s, else span_pairs_per_s
+//   sum_pairs_per_s   sum over workers of (worker pairs / worker loop time)
+//   span_pairs_per_s  all workers' pairs / (last end - first start)
+//   worker_pairs_per_s  each worker's own rate, comma-separated
+//   ns_per_pair       the mean over workers of (worker loop time / worker
+//                     pairs): what one process pays per pair while the others
+//                     run too
+//   overlap           fraction of the span in which every worker was running
+//   first_start_ns .. last_end_ns  the span's ends, CLOCK_MONOTONIC
+//   checksum          from sizes and tags (identical for every allocator with
+//                     the same --procs, --pairs, --slots and --seed, unless
+//                     capped; with --seconds it depends on the pairs done)
+//   shared_check      ok when the objects the workers left live show up in the
+//                     parent's own view of the heap (so they really allocated
+//                     from the one segment), unknown when the family cannot tell
 #include <signal.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +93,15 @@ struct Options {
   std::string dir = ".";
   size_t heap_mib = 256;
   double max_seconds = 0;  // 0: no cap
+  double seconds = 0;      // > 0: fixed-window mode
+  int64_t go_at_ns = 0;    // > 0: release the workers at this CLOCK_MONOTONIC instant
+  bool pairs_given = false;
+};
+
+// What the parent sends each worker to release it (8 bytes: the writes of
+// all workers' messages together stay well under PIPE_BUF).
+struct GoMessage {
+  int64_t deadline_ns;  // fixed-window mode: when every worker stops; else 0
 };
 
 // What a worker sends back through the result pipe (well under PIPE_BUF, so
@@ -86,6 +119,8 @@ struct WorkerResult {
   uint64_t max_offset;
   int32_t capped;  // stopped by --max-seconds before --pairs
 };
+
+static_assert(std::chrono::steady_clock::is_steady);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -165,18 +200,7 @@ void verify(const Slot& s) {
   }
   heap->fill_end();
 
-  char byte = 'r';
-  write_all(ready_fd, &byte, 1);
-  if (!read_all(go_fd, &byte, 1)) _exit(1);  // the parent gave up
-
-  res.start_ns = now_ns();
-  const int64_t deadline = o.max_seconds > 0 ? res.start_ns + static_cast<int64_t>(o.max_seconds * 1e9) : INT64_MAX;
-  uint64_t done = 0;
-  for (; done < o.pairs; ++done) {
-    if (done % 16 == 0 && deadline != INT64_MAX && now_ns() >= deadline) {
-      res.capped = 1;
-      break;
-    }
+  auto step = [&]() {
     uint32_t i = static_cast<uint32_t>(rng.below(o.slots));
     Slot& s = ring[i];
     verify(s);
@@ -184,6 +208,43 @@ void verify(const Slot& s) {
     next_object(s);
     s.p = heap->replace(i, old, s.size);
     placed(s);
+  };
+
+  char byte = 'r';
+  write_all(ready_fd, &byte, 1);
+  GoMessage go{};
+  if (!read_all(go_fd, &go, sizeof go)) _exit(1);  // the parent gave up
+
+  res.start_ns = now_ns();
+  uint64_t done = 0;
+  if (o.seconds > 0) {
+    // Fixed window: run until the common deadline. Read the clock before the
+    // first pair, then every `every` pairs, doubling `every` (up to 1024)
+    // while the pairs between two reads take less than 100 us.
+    constexpr uint64_t kMaxEvery = 1024;
+    constexpr int64_t kCheckNs = 100000;
+    uint64_t every = 1, left = 1;
+    int64_t last = res.start_ns;
+    for (;; ++done) {
+      if (--left == 0) {
+        int64_t t = now_ns();
+        if (t >= go.deadline_ns) break;
+        if (every < kMaxEvery && t - last < kCheckNs) every *= 2;
+        last = t;
+        left = every;
+      }
+      step();
+    }
+  } else {
+    const int64_t deadline =
+        o.max_seconds > 0 ? res.start_ns + static_cast<int64_t>(o.max_seconds * 1e9) : INT64_MAX;
+    for (; done < o.pairs; ++done) {
+      if (done % 16 == 0 && deadline != INT64_MAX && now_ns() >= deadline) {
+        res.capped = 1;
+        break;
+      }
+      step();
+    }
   }
   res.end_ns = now_ns();
 
@@ -206,7 +267,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: bench_shared_heap --allocator NAME [--workload shared_small|persistent_small] [--procs N]\n"
                "       [--pairs N] [--slots N] [--min-size B] [--max-size B] [--seed S] [--dir DIR] [--heap-mib M]\n"
-               "       [--max-seconds S]\n"
+               "       [--max-seconds S] [--seconds S] [--go-at NS]\n"
                "       bench_shared_heap --list\n");
   std::exit(2);
 }
@@ -237,21 +298,27 @@ Options parse(int argc, char** argv) {
     if (a == "--allocator") o.allocator = v;
     else if (a == "--workload") o.workload = v;
     else if (a == "--procs") o.procs = static_cast<int>(number());
-    else if (a == "--pairs") o.pairs = number();
+    else if (a == "--pairs") o.pairs = number(), o.pairs_given = true;
     else if (a == "--slots") o.slots = static_cast<uint32_t>(number());
     else if (a == "--min-size") o.min_size = static_cast<uint32_t>(number());
     else if (a == "--max-size") o.max_size = static_cast<uint32_t>(number());
     else if (a == "--seed") o.seed = number();
     else if (a == "--dir") o.dir = v;
     else if (a == "--heap-mib") o.heap_mib = number();
-    else if (a == "--max-seconds") {
+    else if (a == "--max-seconds" || a == "--seconds") {
       char* end = nullptr;
-      o.max_seconds = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || o.max_seconds < 0) usage();
+      double d = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(d >= 0)) usage();
+      (a == "--seconds" ? o.seconds : o.max_seconds) = d;
     }
+    else if (a == "--go-at") o.go_at_ns = static_cast<int64_t>(number());
     else usage();
   }
   if (o.allocator.empty() || o.procs < 1 || o.slots < 1 || o.min_size < 8 || o.max_size < o.min_size) usage();
+  if (o.seconds > 0 && (o.pairs_given || o.max_seconds > 0)) {
+    std::fprintf(stderr, "bench_shared_heap: --seconds (a fixed window) excludes --pairs and --max-seconds\n");
+    usage();
+  }
   if (o.workload != "shared_small" && o.workload != "persistent_small") usage();
   return o;
 }
@@ -267,6 +334,7 @@ int run(const Options& o) {
   config.heap_bytes = o.heap_mib << 20;
   config.workers = o.procs;
   config.slots = o.slots;
+  config.max_size = o.max_size;
   std::unique_ptr<Family> family = info->make(config);
   if (o.procs > family->max_workers())
     fail(o.allocator + " supports at most " + std::to_string(family->max_workers()) + " process(es)");
@@ -300,9 +368,21 @@ int run(const Options& o) {
     char byte;
     all_ready = read_all(ready[0], &byte, 1);
   }
+  int64_t go_ns = 0, go_late_ns = 0;
   if (all_ready) {
-    std::string go_bytes(static_cast<size_t>(o.procs), 'g');
-    write_all(go[1], go_bytes.data(), go_bytes.size());
+    if (o.go_at_ns > 0) {
+      timespec at{static_cast<time_t>(o.go_at_ns / 1000000000), static_cast<long>(o.go_at_ns % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+      }
+    }
+    go_ns = now_ns();
+    if (o.go_at_ns > 0) go_late_ns = go_ns - o.go_at_ns;  // > 0: the workers were not ready in time
+    // The window is the same for all workers: from the release on, or from
+    // --go-at on (then runs started together end together, even if one was late).
+    int64_t window_start = o.go_at_ns > 0 ? o.go_at_ns : go_ns;
+    GoMessage msg{o.seconds > 0 ? window_start + static_cast<int64_t>(o.seconds * 1e9) : 0};
+    std::vector<GoMessage> msgs(static_cast<size_t>(o.procs), msg);
+    write_all(go[1], msgs.data(), msgs.size() * sizeof(GoMessage));
   }
   close(go[1]);  // a worker still waiting sees end of file and quits
 
@@ -326,7 +406,8 @@ int run(const Options& o) {
 
   int64_t first_start = INT64_MAX, last_start = 0, first_end = INT64_MAX, last_end = 0;
   uint64_t total_pairs = 0, live = 0, checksum = 0, min_off = UINT64_MAX, max_off = 0;
-  double ns_per_pair_sum = 0;
+  double ns_per_pair_sum = 0, rate_sum = 0;
+  std::string worker_rates;
   bool tokens_ok = true;
   int capped = 0;
   for (const WorkerResult& w : results) {
@@ -339,7 +420,13 @@ int run(const Options& o) {
     checksum = wl::mix(checksum, w.checksum);
     min_off = std::min(min_off, w.min_offset);
     max_off = std::max(max_off, w.max_offset);
-    ns_per_pair_sum += static_cast<double>(w.end_ns - w.start_ns) / static_cast<double>(std::max<uint64_t>(w.pairs, 1));
+    double elapsed = static_cast<double>(w.end_ns - w.start_ns);
+    ns_per_pair_sum += elapsed / static_cast<double>(std::max<uint64_t>(w.pairs, 1));
+    double rate = elapsed > 0 ? static_cast<double>(w.pairs) * 1e9 / elapsed : 0;
+    rate_sum += rate;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.1f", worker_rates.empty() ? "" : ",", rate);
+    worker_rates += buf;
     tokens_ok = tokens_ok && w.token == token;
     capped |= w.capped;
   }
@@ -352,13 +439,18 @@ int run(const Options& o) {
 
   double span = static_cast<double>(last_end - first_start);
   double overlap = std::max<double>(0, static_cast<double>(first_end - last_start)) / span;
+  double span_rate = static_cast<double>(total_pairs) * 1e9 / span;
+  const bool window = o.seconds > 0;
   std::printf(
-      "allocator=%s workload=%s procs=%d pairs=%" PRIu64 " span_ns=%.0f pairs_per_s=%.1f ns_per_pair=%.2f "
-      "overlap=%.3f checksum=%016" PRIx64 " live_bytes=%" PRIu64 " used_before=%" PRId64 " used_after=%" PRId64
-      " shared_check=%s offset_min=%" PRIu64 " offset_max=%" PRIu64 " capped=%d\n",
-      o.allocator.c_str(), o.workload.c_str(), o.procs, total_pairs, span,
-      static_cast<double>(total_pairs) * 1e9 / span, ns_per_pair_sum / static_cast<double>(results.size()), overlap,
-      checksum, live, used_before, used_after, shared_check, min_off, max_off, capped);
+      "allocator=%s workload=%s procs=%d mode=%s window_s=%g pairs=%" PRIu64 " span_ns=%.0f pairs_per_s=%.1f "
+      "sum_pairs_per_s=%.1f span_pairs_per_s=%.1f worker_pairs_per_s=%s ns_per_pair=%.2f overlap=%.3f "
+      "first_start_ns=%" PRId64 " last_start_ns=%" PRId64 " first_end_ns=%" PRId64 " last_end_ns=%" PRId64
+      " go_late_ns=%" PRId64 " checksum=%016" PRIx64 " live_bytes=%" PRIu64 " used_before=%" PRId64
+      " used_after=%" PRId64 " shared_check=%s offset_min=%" PRIu64 " offset_max=%" PRIu64 " capped=%d\n",
+      o.allocator.c_str(), o.workload.c_str(), o.procs, window ? "window" : "pairs", o.seconds, total_pairs, span,
+      window ? rate_sum : span_rate, rate_sum, span_rate, worker_rates.c_str(),
+      ns_per_pair_sum / static_cast<double>(results.size()), overlap, first_start, last_start, first_end, last_end,
+      go_late_ns, checksum, live, used_before, used_after, shared_check, min_off, max_off, capped);
   return std::strcmp(shared_check, "FAIL") == 0 ? 1 : 0;
 }
 

@@ -27,6 +27,7 @@ struct Config {
   size_t heap_bytes = 0;  // segment / pool / region size
   int workers = 1;
   uint32_t slots = 0;  // ring size of each worker (pmemobj keeps its ring in the pool)
+  uint32_t max_size = 0;  // largest object the loop asks for (--max-size)
 };
 
 // One worker's handle on the heap. Used by one thread.

@@ -564,6 +564,33 @@ TEST_P(SharedSourceTest, MapsAtTheHintWhenItIsFree) {
   EXPECT_FALSE(third->at_hint());
 }
 
+// A forked child holds its parent's mapping at the hint; mapping the same
+// object there again takes it over, at the same address.
+TEST_P(SharedSourceTest, AForkedChildMapsOverItsInheritedMapping) {
+  if (GetParam() == DisciplineKind::kPmem) GTEST_SKIP() << "libpmem chooses the address";
+  const std::string name = fresh_name();
+  auto first = create(name, 8 * kPage);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->map().ok());
+  ASSERT_TRUE(first->commit(0, 8 * kPage));
+  std::memcpy(first->base(), "parent", 7);
+  char* at = first->base();
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto again = SharedSource::open(GetParam(), name, {});
+    if (!again.ok() || !(*again)->map(at).ok()) _exit(10);
+    if (!(*again)->at_hint() || (*again)->base() != at) _exit(11);
+    if (std::memcmp(at, "parent", 7) != 0) _exit(12);
+    std::memcpy(at, "child", 6);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_STREQ(first->base(), "child");
+}
+
 TEST_P(SharedSourceTest, OnlyOneOwnerAtATime) {
   const std::string name = fresh_name();
   auto owner = create(name, kPage);

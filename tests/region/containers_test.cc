@@ -1,10 +1,12 @@
 // Standard containers built with RegionAllocator inside a region, read and
 // changed by other processes: vector and basic_string from a process that
 // maps the region at another address, map and unordered_map from a fresh
-// process that maps it at the creator's address. And all of them again
+// process (spawned) that maps it at the creator's address and from a forked
+// one that takes over the mapping it inherited. And all of them again
 // after the file region is closed and reopened.
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 
 #include "client/region.h"
 #include "client/region_allocator.h"
+#include "client/region_impl.h"
 #include "region_test_util.h"
 
 extern char** environ;
@@ -126,10 +129,14 @@ TEST(ContainersTest, SharedAcrossProcessesAndRestarts) {
     build(region);
     ASSERT_TRUE(region.serve(sock).ok());
 
-    // vector and strings: a forked child, which maps the region elsewhere
-    // (its copy of the parent's mapping still holds the preferred address).
+    // vector and strings: a forked child that maps the region elsewhere:
+    // it replaces the mapping it inherited with an unrelated one, so the
+    // preferred address is taken.
     pid_t pid = fork();
     if (pid == 0) {
+      size_t len = region.impl()->source->reserved_bytes();
+      void* blocker = mmap(region.base(), len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      if (blocker != region.base()) _exit(22);
       auto c = Region::attach(name, Discipline::kFile, sock);
       if (!c.ok()) _exit(20);
       if ((*c)->at_preferred_address()) _exit(21);
@@ -139,6 +146,24 @@ TEST(ContainersTest, SharedAcrossProcessesAndRestarts) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status));
     ASSERT_EQ(WEXITSTATUS(status), 0);
+
+    // A forked child maps over the mapping it inherited: the same address,
+    // so node containers work there too.
+    pid = fork();
+    if (pid == 0) {
+      auto c = Region::attach(name, Discipline::kFile, sock);
+      if (!c.ok()) _exit(30);
+      if (!(*c)->at_preferred_address()) _exit(31);
+      Map* m = (*c)->find<Map>("map");
+      if (m == nullptr || m->at(7) != str(**c, "value 7" + std::string(30, '.'))) _exit(32);
+      m->emplace(-1, str(**c, "from a forked child"));
+      _exit(0);
+    }
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+    ASSERT_EQ(region.find<Map>("map")->at(-1), "from a forked child");
+    region.find<Map>("map")->erase(-1);
 
     // map and unordered_map: a fresh process at the same address.
     std::string env = std::string(kChildEnv) + "=" + name + "|" + sock;
