@@ -14,6 +14,10 @@
 #include "heap/recovery.h"
 #include "heap/region_format.h"
 
+#if defined(MEMD_SANITIZER_ADDRESS)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace memd {
 namespace {
 
@@ -89,6 +93,17 @@ absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, M
                                                       ", asked for method ", static_cast<uint32_t>(m)));
   }
   return h.preferred_base;
+}
+
+// The heap's view of a freshly mapped region. In AddressSanitizer builds the
+// page-heap owner poisons the pages it holds free, in its own process only;
+// a forked child that maps the region where its parent had it would inherit
+// that poison for pages it is leased now. A new mapping starts clean.
+heap::Region attach_view(const SharedSource& source) {
+#if defined(MEMD_SANITIZER_ADDRESS)
+  ASAN_UNPOISON_MEMORY_REGION(source.base(), source.reserved_bytes());
+#endif
+  return heap::Region::attach(source.base());
 }
 
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
@@ -275,7 +290,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   if (!heap::region_format(*impl->source, spec)) {
     return fail(absl::ResourceExhaustedError(absl::StrCat("cannot format the region: ", std::strerror(errno))));
   }
-  impl->region = heap::Region::attach(impl->source->base());
+  impl->region = attach_view(*impl->source);
   if (absl::Status s = take_ownership(impl.get()); !s.ok()) return fail(s);
   return std::unique_ptr<Region>(new Region(std::move(impl)));
 }
@@ -311,7 +326,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Disc
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
-  r->region = heap::Region::attach(r->source->base());
+  r->region = attach_view(*r->source);
   if (absl::Status s = take_ownership(r); !s.ok()) return s;
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
 }
@@ -324,7 +339,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
-  r->region = heap::Region::attach(r->source->base());
+  r->region = attach_view(*r->source);
   r->generation = r->region.header->generation.load();
   if (read_only) {
     r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
