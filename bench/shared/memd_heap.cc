@@ -12,10 +12,10 @@
 // worker opens it as its owner, as a program using a persistent heap alone
 // would.
 //
-// In shared_small the workers are forked from the owner, so each also holds
-// an inert copy of the owner's handle and its mapping at the region's
-// preferred address; the client's own mapping then lands elsewhere. Only
-// offsets are compared across processes, so that does not matter here.
+// In shared_small the workers are forked from the owner; each maps the
+// region over the mapping it inherited, at the same address (the owner
+// handle it inherited stays unused). Only offsets are compared across
+// processes.
 //
 // Nothing is made durable on the allocation path: no Region::persist or
 // checkpoint. Closing the region (after the timed loop) persists it whole.
