@@ -19,6 +19,9 @@ AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::Own
   Stash& s = stash_[list_of(kind, cls)];
   pthread_mutex_lock(&lock_);
   if (s.count == 0) {
+    // A round trip anyway: first let the owner list what we gave up, so
+    // that this very lease may adopt it.
+    flush_abandoned_locked();
     AcquiredBlock got[kMaxLeaseBatch];
     ++lease_calls_;
     absl::StatusOr<uint32_t> n = channel_->lease(kind, cls, owner, s.batch, got);
@@ -64,7 +67,19 @@ void LeasedBlocks::release(PageIndex block) {
   (void)channel_->give_back(&block, 1, true);
 }
 
-void LeasedBlocks::abandon(PageIndex block) { (void)channel_->give_back(&block, 1, false); }
+void LeasedBlocks::abandon(PageIndex block) {
+  heap::set_owner(region_.block(block), lease_.stash);
+  pthread_mutex_lock(&lock_);
+  abandoned_[abandoned_count_++] = block;
+  if (abandoned_count_ == kMaxLeaseBatch) flush_abandoned_locked();
+  pthread_mutex_unlock(&lock_);
+}
+
+void LeasedBlocks::flush_abandoned_locked() {
+  if (abandoned_count_ == 0) return;
+  (void)channel_->give_back(abandoned_, abandoned_count_, false);
+  abandoned_count_ = 0;
+}
 
 AcquiredBlock LeasedBlocks::acquire_huge(heap::PageCount pages, heap::PageCount align) {
   absl::StatusOr<AcquiredBlock> b = channel_->acquire_huge(pages, align);
@@ -84,6 +99,7 @@ bool LeasedBlocks::resize_huge(PageIndex first, heap::PageCount want, bool* zero
 
 void LeasedBlocks::return_all() {
   pthread_mutex_lock(&lock_);
+  flush_abandoned_locked();
   for (Stash& s : stash_) {
     if (s.count == 0) continue;
     // Stash blocks may be fresh or reused; the owner recounts them anyway.

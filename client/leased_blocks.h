@@ -30,7 +30,8 @@ class LeasedBlocks final : public heap::BlockSource {
   void release_huge(heap::PageIndex first) override;
   bool resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
 
-  // Gives every stashed block back (the process is detaching).
+  // Gives every stashed block back, and tells the owner of every abandoned
+  // one (the process is detaching, or compacting).
   void return_all();
   uint64_t lease_calls() const { return lease_calls_; }
 
@@ -52,7 +53,14 @@ class LeasedBlocks final : public heap::BlockSource {
   ClientLease lease_{};
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   Stash stash_[kLists];
+  // Blocks with live objects that thread heaps gave up, told to the owner a
+  // batch at a time (a thread's exit abandons many at once). Until then the
+  // stash owns them, so they are reclaimed with the rest if we die.
+  heap::PageIndex abandoned_[kMaxLeaseBatch];
+  uint32_t abandoned_count_ = 0;
   uint64_t lease_calls_ = 0;
+
+  void flush_abandoned_locked();
 };
 
 }  // namespace memd::client
