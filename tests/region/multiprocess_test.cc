@@ -384,6 +384,73 @@ TEST_P(MultiProcessTest, ANewOwnerWaitsForTheClientsOfACrashedOne) {
   owner_ = std::move(*r);
 }
 
+// Threads of a client come and go: each exit abandons its blocks, which the
+// owner lists and the next thread (of any process) adopts.
+TEST_P(MultiProcessTest, ThreadsOfAClientComeAndGo) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto r = Region::attach(name_, GetParam(), sock_);
+    if (!r.ok()) _exit(10);
+    Region& region = **r;
+    auto* box = region.find<Mailbox>("mailbox");
+    std::atomic<int> bad{0};
+    for (int gen = 0; gen < 5; ++gen) {
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t, gen] {
+          std::mt19937 rng(gen * 10 + t);
+          std::vector<char*> mine;
+          for (int i = 0; i < 5000; ++i) {
+            uint32_t seed = rng();
+            size_t size = size_of_seed(seed);
+            auto* p = static_cast<char*>(region.alloc(size));
+            if (p == nullptr) {
+              ++bad;
+              return;
+            }
+            fill(p, size, seed);
+            mine.push_back(p);
+          }
+          // Keep a tenth, post a fiftieth to the parent, free the rest.
+          for (size_t i = 0; i < mine.size(); ++i) {
+            if (i % 10 == 0) continue;
+            if (i % 50 == 1) {
+              box->slot[(gen * 4 + t) * 100 + i / 50].store(region.offset_of(mine[i]) + 1);
+              continue;
+            }
+            region.free(mine[i]);
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+    }
+    _exit(bad.load() ? 11 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  wait_for_clients(0);
+  EXPECT_EQ(orphaned_blocks(), 0);
+  EXPECT_TRUE(owner_->check().ok()) << owner_->check();
+  // The posted objects are intact; the owner frees them.
+  int posted = 0;
+  for (auto& s : box_->slot) {
+    uint64_t off = s.exchange(0);
+    if (off == 0) continue;
+    auto* p = static_cast<char*>(owner_->at(off - 1));
+    uint32_t seed;
+    std::memcpy(&seed, p, 4);
+    ASSERT_TRUE(intact(p, size_of_seed(seed)));
+    owner_->free(p);
+    ++posted;
+  }
+  EXPECT_EQ(posted, 5 * 4 * 100);
+  EXPECT_TRUE(owner_->check().ok()) << owner_->check();
+  // What the threads kept is still there: 500 objects per thread.
+  EXPECT_EQ(owner_->stat().busy_objects, 1u + 5 * 4 * 500);
+}
+
 TEST_P(MultiProcessTest, AttachWithoutAnOwnerFailsClearly) {
   auto r = Region::attach(name_, GetParam(), dir_.file("nobody.sock"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
