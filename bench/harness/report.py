@@ -14,19 +14,28 @@ def _table(headers, rows, align=None):
     return lines
 
 
-def _header(doc):
-    s, m = doc["settings"], doc["machine"]
-    lines = [f"# memd heap benchmarks — {doc['date']}", ""]
+def title_and_machine(doc, title, packages_label):
+    """The top of a report: title, problems, and what ran where (the command,
+    the machine, the compiler, the package versions)."""
+    m = doc["machine"]
+    lines = [f"# {title} — {doc['date']}", ""]
     if doc.get("problems"):
         lines += ["> **PROBLEMS — these results are not trustworthy:**", ">"]
         lines += [f"> - {p}" for p in doc["problems"]] + [""]
-    lines += [
+    return lines + [
         f"- Command: `{doc['command']}` (from the top of the source tree)",
         f"- Date: {doc['date']}",
         f"- Machine: `{m['uname']}`",
         f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}, kernel {m['kernel']}",
         f"- Compiler: {m['compiler']}",
-        "- Peers: " + ", ".join(f"{p} {v}" for p, v in doc["packages"].items()),
+        f"- {packages_label}: " + ", ".join(f"{p} {v}" for p, v in doc["packages"].items()),
+    ]
+
+
+def _header(doc):
+    s = doc["settings"]
+    lines = title_and_machine(doc, "memd heap benchmarks", "Peers")
+    lines += [
         f"- memd tree: {doc['memd_revision']}",
         f"- Settings: rounds={s['rounds']}, threads={s['threads']}, scale={s['scale']:g}, "
         f"allocators={', '.join(s['allocators'])}",

@@ -528,18 +528,9 @@ def _mode_label(mode, window_s):
 
 
 def _header(doc):
-    s, m = doc["settings"], doc["machine"]
-    lines = [f"# memd shared and persistent heap benchmarks — {doc['date']}", ""]
-    if doc["problems"]:
-        lines += ["> **PROBLEMS — these results are not trustworthy:**", ">"]
-        lines += [f"> - {p}" for p in doc["problems"]] + [""]
+    s = doc["settings"]
+    lines = report.title_and_machine(doc, "memd shared and persistent heap benchmarks", "Packages")
     lines += [
-        f"- Command: `{doc['command']}` (from the top of the source tree)",
-        f"- Date: {doc['date']}",
-        f"- Machine: `{m['uname']}`",
-        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}, kernel {m['kernel']}",
-        f"- Compiler: {m['compiler']}",
-        "- Packages: " + ", ".join(f"{p} {v}" for p, v in doc["packages"].items()),
         f"- memd tree: {doc['memd_revision']}" + (
             "; uncommitted changes outside bench/ when the run started (built into the binary as they were at "
             "build time): " + ", ".join(f"`{p}`" for p in doc["uncommitted_outside_bench"])
