@@ -4,6 +4,7 @@
 // region must stay consistent and a dead child's blocks must be taken back
 // and reused.
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 #include "client/region.h"
 #include "client/region_impl.h"
 #include "region_test_util.h"
+
+extern char** environ;
 
 namespace memd {
 namespace {
@@ -385,47 +388,71 @@ TEST_P(MultiProcessTest, ANewOwnerWaitsForTheClientsOfACrashedOne) {
 }
 
 // Threads of a client come and go: each exit abandons its blocks, which the
-// owner lists and the next thread (of any process) adopts.
-TEST_P(MultiProcessTest, ThreadsOfAClientComeAndGo) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    auto r = Region::attach(name_, GetParam(), sock_);
-    if (!r.ok()) _exit(10);
-    Region& region = **r;
-    auto* box = region.find<Mailbox>("mailbox");
-    std::atomic<int> bad{0};
-    for (int gen = 0; gen < 5; ++gen) {
-      std::vector<std::thread> threads;
-      for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([&, t, gen] {
-          std::mt19937 rng(gen * 10 + t);
-          std::vector<char*> mine;
-          for (int i = 0; i < 5000; ++i) {
-            uint32_t seed = rng();
-            size_t size = size_of_seed(seed);
-            auto* p = static_cast<char*>(region.alloc(size));
-            if (p == nullptr) {
-              ++bad;
-              return;
-            }
-            fill(p, size, seed);
-            mine.push_back(p);
+// owner lists and the next thread (of any process) adopts. The client is a
+// fresh process (spawned, not forked: a process forked from one with threads
+// may not start threads of its own under ThreadSanitizer).
+int client_threads_work(const std::string& name, Discipline d, const std::string& sock) {
+  auto r = Region::attach(name, d, sock);
+  if (!r.ok()) return 10;
+  Region& region = **r;
+  auto* box = region.find<Mailbox>("mailbox");
+  if (box == nullptr) return 12;
+  std::atomic<int> bad{0};
+  for (int gen = 0; gen < 5; ++gen) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t, gen] {
+        std::mt19937 rng(gen * 10 + t);
+        std::vector<char*> mine;
+        for (int i = 0; i < 5000; ++i) {
+          uint32_t seed = rng();
+          size_t size = size_of_seed(seed);
+          auto* p = static_cast<char*>(region.alloc(size));
+          if (p == nullptr) {
+            ++bad;
+            return;
           }
-          // Keep a tenth, post a fiftieth to the parent, free the rest.
-          for (size_t i = 0; i < mine.size(); ++i) {
-            if (i % 10 == 0) continue;
-            if (i % 50 == 1) {
-              box->slot[(gen * 4 + t) * 100 + i / 50].store(region.offset_of(mine[i]) + 1);
-              continue;
-            }
-            region.free(mine[i]);
+          fill(p, size, seed);
+          mine.push_back(p);
+        }
+        // Keep a tenth, post a fiftieth to the parent, free the rest.
+        for (size_t i = 0; i < mine.size(); ++i) {
+          if (i % 10 == 0) continue;
+          if (i % 50 == 1) {
+            box->slot[(gen * 4 + t) * 100 + i / 50].store(region.offset_of(mine[i]) + 1);
+            continue;
           }
-        });
-      }
-      for (auto& th : threads) th.join();
+          region.free(mine[i]);
+        }
+      });
     }
-    _exit(bad.load() ? 11 : 0);
+    for (auto& th : threads) th.join();
   }
+  return bad.load() ? 11 : 0;
+}
+
+const char* kThreadsChildEnv = "MEMD_CLIENT_THREADS_CHILD";
+
+TEST(ClientThreadsChild, Run) {
+  const char* args = getenv(kThreadsChildEnv);
+  if (args == nullptr) GTEST_SKIP() << "runs only as the child of ThreadsOfAClientComeAndGo";
+  std::string a(args);
+  size_t bar1 = a.find('|'), bar2 = a.find('|', bar1 + 1);
+  Discipline d = static_cast<Discipline>(std::atoi(a.substr(bar2 + 1).c_str()));
+  ASSERT_EQ(client_threads_work(a.substr(0, bar1), d, a.substr(bar1 + 1, bar2 - bar1 - 1)), 0);
+}
+
+TEST_P(MultiProcessTest, ThreadsOfAClientComeAndGo) {
+  std::string env = std::string(kThreadsChildEnv) + "=" + name_ + "|" + sock_ + "|" +
+                    std::to_string(static_cast<int>(GetParam()));
+  std::vector<char*> envp{env.data()};
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  envp.push_back(nullptr);
+  std::string filter = "--gtest_filter=ClientThreadsChild.*";
+  char self[] = "/proc/self/exe";
+  char* argv[] = {self, filter.data(), nullptr};
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << status;
