@@ -1,3 +1,6 @@
+// memd::Region: creating, opening, attaching and closing regions, and the
+// process-local table of open regions (region_calls.cc has the calls on an
+// open region, region_roots.cc the named roots).
 #include "client/region.h"
 
 #include <unistd.h>
@@ -8,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/arena.h"
-#include "client/diag.h"
 #include "client/region_allocator.h"
 #include "client/region_impl.h"
 #include "heap/recovery.h"
@@ -371,150 +373,5 @@ absl::Status Region::serve(std::string_view path) {
   impl_->server = std::move(*s);
   return absl::OkStatus();
 }
-
-// --- data plane ---
-
-void* Region::alloc(size_t size) noexcept {
-  if (impl_->read_only) {
-    errno = EROFS;
-    return nullptr;
-  }
-  heap::OwnerHeap* h = impl_->thread_heap();
-  void* p = h ? h->alloc(size) : nullptr;
-  if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
-  return p;
-}
-
-void* Region::alloc_aligned(size_t size, size_t align) noexcept {
-  if (align == 0 || (align & (align - 1)) != 0) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (impl_->read_only) {
-    errno = EROFS;
-    return nullptr;
-  }
-  heap::OwnerHeap* h = impl_->thread_heap();
-  return h ? h->alloc_aligned(size, align) : nullptr;
-}
-
-void* Region::alloc_zeroed(size_t size) noexcept {
-  if (impl_->read_only) {
-    errno = EROFS;
-    return nullptr;
-  }
-  heap::OwnerHeap* h = impl_->thread_heap();
-  return h ? h->alloc_zeroed(size) : nullptr;
-}
-
-void Region::free(void* p) noexcept {
-  if (p == nullptr) return;
-  if (impl_->read_only) {
-    errno = EROFS;
-    return;
-  }
-  if (!contains(p)) {
-    impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
-    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Region::free", p,
-                              __builtin_return_address(0));
-    return;
-  }
-  heap::FreeStatus s = client::thread_heap_or_stranger(impl_->handle)->free(p);
-  if (s != heap::FreeStatus::kOk) {
-    impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
-    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
-                                                                 : client::HeapError::kInvalidPointer,
-                              "memd::Region::free", p, __builtin_return_address(0));
-  }
-}
-
-void* Region::resize(void* p, size_t size) noexcept {
-  if (p == nullptr) return alloc(size);
-  if (size == 0) {
-    free(p);
-    return nullptr;
-  }
-  heap::OwnerHeap* h = impl_->read_only ? nullptr : impl_->thread_heap();
-  if (h == nullptr) return nullptr;
-  if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
-    impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
-    errno = EINVAL;
-    return nullptr;
-  }
-  return h->realloc(p, size);
-}
-
-size_t Region::size(const void* p) const {
-  if (!contains(p) || !impl_->registered) return 0;
-  heap::OwnerHeap* h = client::thread_heap_or_stranger(impl_->handle);
-  return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
-}
-
-uint64_t Region::offset_of(const void* p) const { return impl_->region.offset_of(p); }
-void* Region::at(uint64_t offset) const { return impl_->region.data + offset; }
-bool Region::contains(const void* p) const { return impl_->region.contains(p); }
-char* Region::base() const { return impl_->region.base; }
-bool Region::at_preferred_address() const {
-  return reinterpret_cast<uintptr_t>(impl_->region.base) == impl_->region.header->preferred_base;
-}
-
-// --- durability, checks ---
-
-absl::Status Region::persist(const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  if (c < impl_->region.base || n > impl_->source->reserved_bytes() ||
-      static_cast<size_t>(c - impl_->region.base) > impl_->source->reserved_bytes() - n) {
-    return absl::OutOfRangeError("persist of a range outside the region");
-  }
-  size_t off = static_cast<size_t>(c - impl_->region.base);
-  size_t lo = off & ~(heap::kPageSize - 1);
-  if (!impl_->source->persist(lo, off + n - lo)) {
-    return absl::InternalError(absl::StrCat("persist failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Region::checkpoint() {
-  if (!impl_->source->persist(0, impl_->source->reserved_bytes())) {
-    return absl::InternalError(absl::StrCat("checkpoint failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-void Region::compact() {
-  if (impl_->read_only || !impl_->registered) return;
-  if (heap::OwnerHeap* h = client::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
-    h->release_empty();
-  }
-  if (impl_->leased) impl_->leased->return_all();
-  if (impl_->pages) {
-    impl_->pages->sweep_abandoned();
-    impl_->pages->purge_all();
-  }
-}
-
-absl::Status Region::check() {
-  char message[256];
-  bool ok = impl_->pages ? impl_->pages->check(message, sizeof message)
-                         : heap::region_check(impl_->region, *impl_->classes, message, sizeof message);
-  if (ok) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
-}
-
-heap::RegionStats Region::stat() {
-  if (impl_->pages) return impl_->pages->stat();
-  return heap::region_stat(impl_->region, *impl_->classes);
-}
-
-void Region::set_event_handler(RegionEventHandler handler, void* context) {
-  impl_->handler = handler;
-  impl_->handler_context = context;
-}
-
-bool Region::is_owner() const { return impl_->owner; }
-bool Region::read_only() const { return impl_->read_only; }
-Discipline Region::discipline() const { return impl_->discipline; }
-Method Region::method() const { return static_cast<Method>(impl_->region.header->method); }
-uint64_t Region::generation() const { return impl_->region.header->generation.load(); }
 
 }  // namespace memd
