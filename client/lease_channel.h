@@ -21,7 +21,7 @@ class LeaseChannel {
   virtual absl::StatusOr<ClientLease> hello(pid_t pid, uint64_t start_time) = 0;
   virtual absl::StatusOr<uint32_t> lease(heap::PageKind kind, uint16_t cls, heap::OwnerId owner,
                                          uint32_t count, heap::AcquiredBlock* out) = 0;
-  virtual absl::Status give_back(const heap::PageIndex* blocks, uint32_t n, bool empty) = 0;
+  virtual absl::Status give_back(const heap::PageIndex* blocks, uint32_t n) = 0;
   virtual absl::StatusOr<heap::AcquiredBlock> acquire_huge(heap::PageCount pages, heap::PageCount align) = 0;
   virtual absl::Status release_huge(heap::PageIndex first) = 0;
   virtual absl::StatusOr<bool> resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) = 0;

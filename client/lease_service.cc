@@ -150,7 +150,7 @@ absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uin
   return n;
 }
 
-absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n, bool empty) {
+absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
   if (absl::Status s = check_client(client); !s.ok()) return s;
   const heap::Region& r = pages_->region();
   uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_acquire);
@@ -171,12 +171,9 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     }
     // Trust nothing the client says about the contents: count them.
     uint64_t leaked = 0;
-    bool really_empty = heap::block_repair(r, pages_->classes(), p, &leaked);
-    leaked_ += leaked;
-    // An empty block goes back whatever the client said: abandoning it
-    // would only make the next adopter find nothing.
-    (void)empty;
-    if (really_empty) pages_->release(p);
+    bool empty = heap::block_repair(r, pages_->classes(), p, &leaked);
+    r.header->leaked_objects += leaked;
+    if (empty) pages_->release(p);
     else pages_->abandon(p);
     r.leases[client].blocks.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -232,7 +229,7 @@ void LeaseService::client_gone(uint32_t client) {
                        &leaked);
   pages_->unlock();
   for (PageIndex b : keep) pages_->abandon(b);
-  leaked_ += leaked;
+  r.header->leaked_objects += leaked;
   l.blocks.store(0, std::memory_order_relaxed);
   l.pid = 0;
   l.state.store(LeaseState::kFree, std::memory_order_release);

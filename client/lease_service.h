@@ -46,9 +46,10 @@ class LeaseService {
   // many, or an error status (RESOURCE_EXHAUSTED when memory runs out).
   absl::StatusOr<uint32_t> lease(uint32_t client, heap::PageKind kind, uint16_t cls, heap::OwnerId owner,
                                  uint32_t count, heap::AcquiredBlock* out);
-  // Blocks the client disowned: `empty` ones go back to the page heap, the
-  // others are listed for adoption.
-  absl::Status give_back(uint32_t client, const heap::PageIndex* blocks, uint32_t n, bool empty);
+  // Blocks the client disowned (or its stash owns). The owner counts what
+  // each holds: empty ones go back to the page heap, the others are listed
+  // for adoption.
+  absl::Status give_back(uint32_t client, const heap::PageIndex* blocks, uint32_t n);
   absl::StatusOr<heap::AcquiredBlock> acquire_huge(uint32_t client, heap::PageCount pages,
                                                    heap::PageCount align);
   absl::Status release_huge(uint32_t client, heap::PageIndex first);
@@ -57,14 +58,11 @@ class LeaseService {
   // Takes back everything the client held and frees its lease slot.
   void client_gone(uint32_t client);
 
-  uint64_t leaked_objects() const { return leaked_; }
-
  private:
   absl::Status check_client(uint32_t client) const;
   bool holds_slot(uint32_t client, heap::OwnerId owner) const;
 
   PageHeapOwner* pages_;
-  uint64_t leaked_ = 0;
 };
 
 // The start time of process `pid` (clock ticks after boot, /proc/pid/stat),

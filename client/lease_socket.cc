@@ -26,7 +26,7 @@ constexpr uint32_t kMaxMessage = 512;
 struct SocketLeaseChannel::Request {
   uint32_t magic = kWireMagic;
   Op op{};
-  uint32_t kind = 0, cls = 0, owner = 0, count = 0, pages = 0, align = 0, flag = 0;
+  uint32_t kind = 0, cls = 0, owner = 0, count = 0, pages = 0, align = 0;
   int32_t pid = 0;
   uint64_t start_time = 0;
   uint32_t blocks[kMaxLeaseBatch] = {};
@@ -146,11 +146,10 @@ absl::StatusOr<uint32_t> SocketLeaseChannel::lease(heap::PageKind kind, uint16_t
   return n;
 }
 
-absl::Status SocketLeaseChannel::give_back(const heap::PageIndex* blocks, uint32_t n, bool empty) {
+absl::Status SocketLeaseChannel::give_back(const heap::PageIndex* blocks, uint32_t n) {
   for (uint32_t done = 0; done < n;) {
     Request req;
     req.op = Op::kGiveBack;
-    req.flag = empty;
     req.count = std::min(n - done, kMaxLeaseBatch);
     for (uint32_t i = 0; i < req.count; ++i) req.blocks[i] = blocks[done + i].value;
     Response resp;
@@ -248,7 +247,7 @@ bool answer(LeaseService* service, int fd, const Request& req, uint32_t* client,
       heap::PageIndex blocks[kMaxLeaseBatch];
       uint32_t n = std::min(req.count, kMaxLeaseBatch);
       for (uint32_t i = 0; i < n; ++i) blocks[i] = heap::PageIndex{req.blocks[i]};
-      set_status(resp, service->give_back(*client, blocks, n, req.flag != 0));
+      set_status(resp, service->give_back(*client, blocks, n));
       break;
     }
     case Op::kAcquireHuge: {

@@ -31,7 +31,7 @@ class SocketLeaseChannel final : public LeaseChannel {
   absl::StatusOr<ClientLease> hello(pid_t pid, uint64_t start_time) override;
   absl::StatusOr<uint32_t> lease(heap::PageKind kind, uint16_t cls, heap::OwnerId owner, uint32_t count,
                                  heap::AcquiredBlock* out) override;
-  absl::Status give_back(const heap::PageIndex* blocks, uint32_t n, bool empty) override;
+  absl::Status give_back(const heap::PageIndex* blocks, uint32_t n) override;
   absl::StatusOr<heap::AcquiredBlock> acquire_huge(heap::PageCount pages, heap::PageCount align) override;
   absl::Status release_huge(heap::PageIndex first) override;
   absl::StatusOr<bool> resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;

@@ -23,7 +23,6 @@ AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::Own
     // that this very lease may adopt it.
     flush_abandoned_locked();
     AcquiredBlock got[kMaxLeaseBatch];
-    ++lease_calls_;
     absl::StatusOr<uint32_t> n = channel_->lease(kind, cls, owner, s.batch, got);
     if (!n.ok() || *n == 0) {
       pthread_mutex_unlock(&lock_);
@@ -64,7 +63,7 @@ void LeasedBlocks::release(PageIndex block) {
     return;
   }
   pthread_mutex_unlock(&lock_);
-  (void)channel_->give_back(&block, 1, true);
+  (void)channel_->give_back(&block, 1);
 }
 
 void LeasedBlocks::abandon(PageIndex block) {
@@ -77,7 +76,7 @@ void LeasedBlocks::abandon(PageIndex block) {
 
 void LeasedBlocks::flush_abandoned_locked() {
   if (abandoned_count_ == 0) return;
-  (void)channel_->give_back(abandoned_, abandoned_count_, false);
+  (void)channel_->give_back(abandoned_, abandoned_count_);
   abandoned_count_ = 0;
 }
 
@@ -102,8 +101,7 @@ void LeasedBlocks::return_all() {
   flush_abandoned_locked();
   for (Stash& s : stash_) {
     if (s.count == 0) continue;
-    // Stash blocks may be fresh or reused; the owner recounts them anyway.
-    (void)channel_->give_back(s.blocks, s.count, true);
+    (void)channel_->give_back(s.blocks, s.count);
     s.count = 0;
   }
   pthread_mutex_unlock(&lock_);

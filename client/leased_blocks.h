@@ -33,7 +33,6 @@ class LeasedBlocks final : public heap::BlockSource {
   // Gives every stashed block back, and tells the owner of every abandoned
   // one (the process is detaching, or compacting).
   void return_all();
-  uint64_t lease_calls() const { return lease_calls_; }
 
  private:
   static constexpr uint32_t kLists = heap::kMaxSegregatedClasses + 1;  // last: large blocks
@@ -58,7 +57,6 @@ class LeasedBlocks final : public heap::BlockSource {
   // stash owns them, so they are reclaimed with the rest if we die.
   heap::PageIndex abandoned_[kMaxLeaseBatch];
   uint32_t abandoned_count_ = 0;
-  uint64_t lease_calls_ = 0;
 
   void flush_abandoned_locked();
 };

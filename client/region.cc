@@ -155,9 +155,8 @@ absl::Status take_ownership(RegionImpl* impl) {
     h.leaked_objects += report.leaked_objects;
   }
   h.owner_pid = getpid();
-  impl->generation = h.generation.fetch_add(1) + 1;
+  h.generation.fetch_add(1);
   h.clean_close.store(0, std::memory_order_release);
-  impl->owner = true;
   impl->service = std::make_unique<client::LeaseService>(impl->pages.get());
   return attach_threads(impl, impl->pages.get(), heap::kProcessHolder);
 }
@@ -237,7 +236,7 @@ Region::~Region() {
   if (r.read_only) return;
   r.server.reset();  // no new leases
   r.detach_all();
-  if (r.owner) {
+  if (r.owner()) {
     // Everything is on disk before the region says it was closed cleanly.
     r.source->persist(0, r.source->reserved_bytes());
     r.region.header->clean_close.store(1, std::memory_order_release);
@@ -342,7 +341,6 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
   r->region = attach_view(*r->source);
-  r->generation = r->region.header->generation.load();
   if (read_only) {
     r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
     return std::unique_ptr<Region>(new Region(std::move(*impl)));
@@ -365,7 +363,7 @@ absl::Status Region::remove(std::string_view name, Discipline discipline) {
 }
 
 absl::Status Region::serve(std::string_view path) {
-  if (!impl_->owner) return absl::FailedPreconditionError("only the region's owner serves leases");
+  if (!impl_->owner()) return absl::FailedPreconditionError("only the region's owner serves leases");
   if (impl_->server) return absl::FailedPreconditionError("already serving");
   absl::StatusOr<std::unique_ptr<client::SocketLeaseServer>> s =
       client::SocketLeaseServer::start(path, impl_->service.get());

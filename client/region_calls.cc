@@ -150,7 +150,7 @@ void Region::set_event_handler(RegionEventHandler handler, void* context) {
   impl_->handler_context = context;
 }
 
-bool Region::is_owner() const { return impl_->owner; }
+bool Region::is_owner() const { return impl_->owner(); }
 bool Region::read_only() const { return impl_->read_only; }
 Discipline Region::discipline() const { return impl_->discipline; }
 Method Region::method() const { return static_cast<Method>(impl_->region.header->method); }

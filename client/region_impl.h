@@ -28,11 +28,9 @@ class RegionImpl {
   std::unique_ptr<disciplines::SharedSource> source;
   heap::Region region{};
   std::unique_ptr<heap::SizeClasses> classes;
-  bool owner = false;
   bool read_only = false;
-  uint64_t generation = 0;
 
-  // Owner side.
+  // Owner side (set iff this process owns the region).
   std::unique_ptr<client::PageHeapOwner> pages;
   std::unique_ptr<client::LeaseService> service;
   std::unique_ptr<client::SocketLeaseServer> server;
@@ -48,6 +46,7 @@ class RegionImpl {
   RegionEventHandler handler = nullptr;
   void* handler_context = nullptr;
 
+  bool owner() const { return pages != nullptr; }
   heap::OwnerHeap* thread_heap() { return client::thread_heap(handle); }
   void event(RegionEvent e, const void* address, const char* what) const {
     if (handler != nullptr) handler(handler_context, e, address, what);

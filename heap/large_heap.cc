@@ -106,14 +106,13 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
     errno = ENOMEM;
     return nullptr;
   }
+  // Chunk headers and free-list links are written all over a large block, so
+  // its memory is never reported as zero.
   *zeroed = false;
   if (align <= kChunkAlign) {
     if (void* q = try_quick(size)) return q;
   }
   ChunkHeader* c = find_fit(search);
-  // Chunk headers and free-list links are written all over a large block, so
-  // its memory is never reported as zero.
-  *zeroed = false;
   if (c == nullptr && quick_bytes_ > 0) {
     // Merge the quick cache before asking for a new block. A block it empties
     // stays binned for this very allocation.
