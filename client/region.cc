@@ -108,6 +108,16 @@ heap::Region attach_view(const SharedSource& source) {
   return heap::Region::attach(source.base());
 }
 
+absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder);
+
+// A client's side: blocks come through the channel under `lease`.
+absl::Status start_leasing(RegionImpl* r, const client::ClientLease& lease) {
+  r->lease = lease;
+  r->leased = std::make_unique<client::LeasedBlocks>();
+  r->leased->init(r->region, r->channel.get(), r->lease);
+  return attach_threads(r, r->leased.get(), r->lease.holder);
+}
+
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
   impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
   if (!impl->pool.init(impl->region, impl->classes.get(), source, holder)) {
@@ -122,27 +132,33 @@ absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_
 
 // Becomes the owner of a mapped, validated region: recovers it (always: it
 // rebuilds the derived state, and after a crash repairs it), then marks it open.
-absl::Status take_ownership(RegionImpl* impl) {
+// With `kept` null, a live client of the previous owner makes this fail;
+// otherwise its lease is kept (and listed).
+absl::Status take_ownership(RegionImpl* impl, std::vector<Region::KeptLease>* kept = nullptr) {
   heap::RegionHeader& h = *impl->region.header;
   bool clean = h.clean_close.load(std::memory_order_acquire) == 1;
   // Clients of an owner that crashed may still be running on their blocks;
   // recovering now would hand those blocks out again under them. A process
   // is the same one only if its start time matches too (pids are reused).
+  std::vector<uint8_t> live(h.max_clients, 0);
   for (uint32_t i = 0; i < h.max_clients; ++i) {
     const heap::LeaseSlot& l = impl->region.leases[i];
-    if (l.state.load(std::memory_order_acquire) == heap::LeaseState::kFree || l.start_time == 0) continue;
-    if (client::process_start_time(l.pid) == l.start_time) {
+    if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
+    if (client::process_start_time(l.pid) != l.start_time) continue;
+    if (kept == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           impl->name, ": a client of the previous owner is still running (pid ", l.pid,
           "); it must detach or exit before the region is recovered"));
     }
+    live[i] = 1;
+    kept->push_back(Region::KeptLease{i, l.pid, l.start_time});
   }
   impl->pages = std::make_unique<client::PageHeapOwner>();
   impl->pages->init(impl->source.get(), impl->region);
   heap::RecoveryReport report;
   std::vector<heap::PageIndex> keep;
   heap::region_recover(impl->region, impl->pages->classes(), *impl->source,
-                       [&](heap::PageIndex b) { keep.push_back(b); }, &report);
+                       [&](heap::PageIndex b) { keep.push_back(b); }, &report, live.data());
   for (heap::PageIndex b : keep) impl->pages->abandon(b);
   // Roots left half made by a crash: their objects are lost, the names free.
   for (uint32_t i = 0; i < h.max_roots; ++i) {
@@ -319,8 +335,10 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Discipline discipline,
-                                                     Method method) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<RegionImpl>> open_as_owner(std::string_view name, Discipline discipline,
+                                                          Method method, std::vector<Region::KeptLease>* kept) {
   uint64_t preferred = 0;
   absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, &preferred);
   if (!impl.ok()) return impl.status();
@@ -328,9 +346,29 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Disc
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
   r->region = attach_view(*r->source);
-  if (absl::Status s = take_ownership(r); !s.ok()) return s;
+  if (absl::Status s = take_ownership(r, kept); !s.ok()) return s;
+  return impl;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Region>> Region::open(std::string_view name, Discipline discipline,
+                                                     Method method) {
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = open_as_owner(name, discipline, method, nullptr);
+  if (!impl.ok()) return impl.status();
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
 }
+
+absl::StatusOr<std::unique_ptr<Region>> Region::open_keeping_clients(std::string_view name, Discipline discipline,
+                                                                     Method method, std::vector<KeptLease>* kept) {
+  std::vector<KeptLease> none;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl =
+      open_as_owner(name, discipline, method, kept != nullptr ? kept : &none);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Region>(new Region(std::move(*impl)));
+}
+
+client::LeaseService* Region::lease_service() const { return impl_->service.get(); }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Discipline discipline,
                                                        std::string_view owner_socket, bool read_only,
@@ -350,10 +388,22 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
   r->channel = std::move(*ch);
   absl::StatusOr<client::ClientLease> lease = r->channel->hello(getpid(), client::process_start_time(getpid()));
   if (!lease.ok()) return lease.status();
-  r->lease = *lease;
-  r->leased = std::make_unique<client::LeasedBlocks>();
-  r->leased->init(r->region, r->channel.get(), r->lease);
-  if (absl::Status s = attach_threads(r, r->leased.get(), r->lease.holder); !s.ok()) return s;
+  if (absl::Status s = start_leasing(r, *lease); !s.ok()) return s;
+  return std::unique_ptr<Region>(new Region(std::move(*impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::attach_leased(std::string_view object, Discipline discipline,
+                                                              Method method,
+                                                              std::unique_ptr<client::LeaseChannel> channel,
+                                                              const client::ClientLease& lease) {
+  uint64_t preferred = 0;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, &preferred);
+  if (!impl.ok()) return impl.status();
+  RegionImpl* r = impl->get();
+  r->channel = std::move(channel);  // from here on, failing returns the lease (the channel's end)
+  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  r->region = attach_view(*r->source);
+  if (absl::Status s = start_leasing(r, lease); !s.ok()) return s;
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
 }
 

@@ -87,6 +87,11 @@ struct RootInfo {
 };
 
 class RegionImpl;
+namespace client {
+class LeaseChannel;
+class LeaseService;
+struct ClientLease;
+}  // namespace client
 
 class Region {
  public:
@@ -101,6 +106,26 @@ class Region {
   // `method` must be the one the region was created with.
   static absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, Discipline discipline,
                                                       Method method = Method::kBest);
+  // A lease of a client process that outlived the region's previous owner.
+  struct KeptLease {
+    uint32_t slot = 0;
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+  };
+  // Like open(), for an owner that serves clients which may outlive it (the
+  // daemon): clients of the previous owner that still run keep their lease
+  // slots and blocks untouched, to resume them with this owner; `kept`
+  // lists them. The caller must reclaim each one whose process later exits
+  // without resuming (lease_service()->client_gone).
+  static absl::StatusOr<std::unique_ptr<Region>> open_keeping_clients(std::string_view name, Discipline discipline,
+                                                                      Method method, std::vector<KeptLease>* kept);
+  // Attaches to a region through a lease channel already registered with
+  // its owner (the daemon client does this after the owner said where the
+  // region lives). `object` is the name or path the owner gave.
+  static absl::StatusOr<std::unique_ptr<Region>> attach_leased(std::string_view object, Discipline discipline,
+                                                               Method method,
+                                                               std::unique_ptr<client::LeaseChannel> channel,
+                                                               const client::ClientLease& lease);
   // Attaches to a region whose owner serves leases on `owner_socket`.
   // `read_only`: map without write access; alloc and free then fail (EROFS).
   static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
@@ -166,6 +191,9 @@ class Region {
   heap::RegionStats stat();
 
   void set_event_handler(RegionEventHandler handler, void* context);
+
+  // Owner only: the service that answers client processes' lease requests.
+  client::LeaseService* lease_service() const;
 
   bool is_owner() const;
   bool read_only() const;

@@ -184,11 +184,29 @@ bool block_repair(const Region& r, const SizeClasses& classes, PageIndex block, 
 namespace recovery_detail {
 
 void recover(const Region& r, const SizeClasses& classes, MemorySource& source, KeepFn keep, void* ctx,
-             RecoveryReport* report) {
+             RecoveryReport* report, const uint8_t* live_leases) {
   *report = {};
   RegionHeader& h = *r.header;
-  for (uint32_t slot = 0; slot < h.max_owners; ++slot) close_owner_slot(r, slot);
-  for (uint32_t i = 0; i < h.max_clients; ++i) r.leases[i].state.store(LeaseState::kFree, std::memory_order_release);
+  // Holder tags of live leases are lease slot + 1 (layout.h).
+  auto live_holder = [&](uint32_t holder) {
+    return live_leases != nullptr && holder >= 1 && holder <= h.max_clients && live_leases[holder - 1] != 0;
+  };
+  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+    if (!live_holder(r.slots[slot].in_use.load(std::memory_order_acquire))) close_owner_slot(r, slot);
+  }
+  for (uint32_t i = 0; i < h.max_clients; ++i) {
+    if (live_leases == nullptr || live_leases[i] == 0) {
+      r.leases[i].state.store(LeaseState::kFree, std::memory_order_release);
+    }
+  }
+  // A block (or a huge run a thread caches) owned through a live holder's
+  // slot belongs to a running process: hands off.
+  auto owned_by_live = [&](uint32_t word) {
+    OwnerId owner = word >> 1;
+    if (owner == kNoOwner || word == 1) return false;
+    uint32_t slot = slot_of(owner);
+    return slot < h.max_owners && live_holder(r.slots[slot].in_use.load(std::memory_order_acquire));
+  };
   h.next_owner_hint.store(0, std::memory_order_relaxed);
   h.abandoned_frees.store(0, std::memory_order_relaxed);
 
@@ -228,6 +246,11 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
       continue;
     }
     BlockDesc& b = r.block(at);
+    if (owned_by_live(b.owner_word.load(std::memory_order_acquire))) {
+      ++report->blocks_kept;
+      p += n;
+      continue;
+    }
     uint32_t word = b.owner_word.exchange(0, std::memory_order_acq_rel);
     bool empty;
     if (d.kind == PageKind::kHuge) {

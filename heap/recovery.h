@@ -35,6 +35,7 @@ namespace memd::heap {
 
 struct RecoveryReport {
   uint32_t blocks_live = 0;      // blocks holding objects, now ownerless
+  uint32_t blocks_kept = 0;      // blocks of live leases, left untouched
   uint32_t blocks_released = 0;  // blocks found empty and freed
   uint32_t huge_live = 0;
   uint32_t free_runs = 0;
@@ -50,9 +51,15 @@ bool block_repair(const Region& r, const SizeClasses& classes, PageIndex block, 
 // frees every owner and lease slot. Free gaps are discarded through `source`
 // (they may hold stale pages). Calls keep(block) for every block that still
 // holds objects (the caller lists it as abandoned).
+//
+// `live_leases` (max_clients flags, or nullptr) names lease slots whose
+// processes still run and will come back to the next owner: their lease
+// slots, the owner slots they hold and every block owned through those
+// slots are left exactly as they are (those processes may be using them this
+// very moment); only the page heap counts their pages in use.
 template <class Keep>
 void region_recover(const Region& r, const SizeClasses& classes, MemorySource& source, Keep keep,
-                    RecoveryReport* report);
+                    RecoveryReport* report, const uint8_t* live_leases = nullptr);
 
 // Takes back everything held by owner slots tagged `holder` (a dead client):
 // closes and frees the slots, disowns their blocks, repairs them, frees the
@@ -66,16 +73,17 @@ uint32_t reclaim_holder(const Region& r, const SizeClasses& classes, uint32_t ho
 namespace recovery_detail {
 using KeepFn = void (*)(void* ctx, PageIndex block);
 void recover(const Region& r, const SizeClasses& classes, MemorySource& source, KeepFn keep, void* ctx,
-             RecoveryReport* report);
+             RecoveryReport* report, const uint8_t* live_leases);
 uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, uint32_t now_ms,
                  KeepFn keep, void* ctx, uint64_t* leaked);
 }  // namespace recovery_detail
 
 template <class Keep>
 void region_recover(const Region& r, const SizeClasses& classes, MemorySource& source, Keep keep,
-                    RecoveryReport* report) {
+                    RecoveryReport* report, const uint8_t* live_leases) {
   recovery_detail::recover(
-      r, classes, source, [](void* ctx, PageIndex b) { (*static_cast<Keep*>(ctx))(b); }, &keep, report);
+      r, classes, source, [](void* ctx, PageIndex b) { (*static_cast<Keep*>(ctx))(b); }, &keep, report,
+      live_leases);
 }
 
 template <class Keep>

@@ -1,0 +1,73 @@
+#include "client/daemon_client.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "client/grpc_lease_channel.h"
+#include "client/lease_service.h"
+#include "client/region_impl.h"
+
+namespace memd {
+
+std::string Client::default_socket() {
+  if (const char* s = std::getenv("MEMD_SOCKET"); s != nullptr && *s != '\0') return s;
+  if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && *r != '\0') return absl::StrCat(r, "/memd/memd.sock");
+  return "./run/memd.sock";
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) {
+  absl::StatusOr<std::shared_ptr<client::DaemonConnection>> c = client::DaemonConnection::connect(options);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<Client>(new Client(std::move(*c)));
+}
+
+Client::~Client() = default;
+
+uint64_t Client::session() const {
+  absl::StatusOr<client::DaemonConnection::Current> c = connection_->current();
+  return c.ok() ? c->session : 0;
+}
+uint64_t Client::lease_calls() const { return connection_->lease_calls.load(); }
+uint64_t Client::sessions_opened() const { return connection_->sessions_opened.load(); }
+
+absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, const OpenOptions& options) {
+  v1::OpenRegionResponse resp;
+  grpc::Status st;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    absl::StatusOr<client::DaemonConnection::Current> cur = connection_->current();
+    if (!cur.ok()) return cur.status();
+    v1::OpenRegionRequest req;
+    req.set_session(cur->session);
+    req.set_name(std::string(name));
+    if (!options.any_discipline) req.set_discipline(static_cast<v1::Discipline>(options.discipline));
+    req.set_method(static_cast<v1::Method>(options.method));
+    req.set_create(options.create);
+    req.set_exclusive(options.exclusive);
+    req.set_max_bytes(options.max_bytes);
+    req.set_max_clients(options.max_clients);
+    req.set_max_threads(options.max_threads);
+    req.set_mode(options.mode);
+    req.set_read_only(options.read_only);
+    grpc::ClientContext ctx;
+    connection_->set_deadline(&ctx);
+    st = cur->regions->Open(&ctx, req, &resp);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::UNAUTHENTICATED) break;
+    connection_->await_reconnect(cur->epoch);
+  }
+  if (!st.ok()) return client::from_grpc(st);
+  Discipline d = static_cast<Discipline>(resp.discipline());
+  Method m = static_cast<Method>(resp.method());
+  if (options.read_only) return Region::attach(resp.object_path(), d, "", true, m);
+  client::ClientLease lease{resp.lease_slot(), resp.holder(), resp.stash_owner()};
+  auto channel = std::make_unique<client::GrpcLeaseChannel>(connection_, std::string(name), lease, resp.handle());
+  client::RegionLink* link = channel->link();
+  absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), d, m, std::move(channel), lease);
+  if (!region.ok()) return region.status();
+  RegionImpl* impl = (*region)->impl();
+  connection_->set_drain(link, [impl] {
+    if (impl->leased) impl->leased->return_all();
+  });
+  return region;
+}
+
+}  // namespace memd

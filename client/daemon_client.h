@@ -1,0 +1,83 @@
+// memd::Client: a process's connection to memd, the daemon. Regions opened
+// through it are memd::Region objects like any other: allocation and free
+// run locally in shared memory, and blocks come from the daemon over gRPC in
+// batches (with a stash of spare blocks), so that steady state needs few
+// calls.
+//
+//   auto client = memd::Client::connect();            // $MEMD_SOCKET or the default
+//   auto region = (*client)->open("jobs", {.discipline = memd::Discipline::kFile});
+//   auto* q = (*region)->find_or_construct<Queue>("queue");
+//
+// The client keeps one session with the daemon (a stream): the daemon learns
+// at once when the process dies and takes its blocks back. If the daemon
+// restarts, the client reconnects and resumes its leases; its mappings and
+// blocks stay as they were, and calls wait (up to reconnect_timeout) for the
+// daemon to come back.
+//
+// A Client must outlive the regions opened through it. It is not usable in
+// a child made by fork() (gRPC is not): a child connects anew.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "client/region.h"
+
+namespace memd {
+
+struct ClientOptions {
+  std::string socket;  // empty: default_socket()
+  std::string program;  // shown by memdctl; empty: this program's name
+  std::chrono::milliseconds call_deadline{10000};      // every unary call
+  std::chrono::milliseconds reconnect_timeout{30000};  // how long calls wait for a restarting daemon
+};
+
+struct OpenOptions {
+  // Creating: required (shm, file or pmem). Opening: must match, or leave
+  // it as kShm with `any_discipline` to accept what the region is.
+  Discipline discipline = Discipline::kShm;
+  bool any_discipline = false;
+  Method method = Method::kBest;
+  bool create = true;      // create the region if it does not exist
+  bool exclusive = false;  // with create: fail if it exists
+  size_t max_bytes = 0;    // creating: the reservation (0: the daemon's default)
+  uint32_t max_clients = 0;
+  uint32_t max_threads = 0;
+  uint32_t mode = 0;       // creating: permission bits (0: 0600)
+  bool read_only = false;  // map read-only, lease nothing
+};
+
+namespace client {
+class DaemonConnection;
+}
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> connect(const ClientOptions& options = {});
+  // $MEMD_SOCKET, else $XDG_RUNTIME_DIR/memd/memd.sock, else ./run/memd.sock
+  // (the daemon's defaults).
+  static std::string default_socket();
+  ~Client();
+
+  absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, const OpenOptions& options = {});
+
+  uint64_t session() const;
+  // Lease calls made so far (Lease, Release, runs): allocations per call is
+  // what the batching buys.
+  uint64_t lease_calls() const;
+  // Sessions opened (1 + reconnects after daemon restarts).
+  uint64_t sessions_opened() const;
+  client::DaemonConnection* connection() const { return connection_.get(); }
+
+ private:
+  explicit Client(std::shared_ptr<client::DaemonConnection> c) : connection_(std::move(c)) {}
+  std::shared_ptr<client::DaemonConnection> connection_;
+};
+
+}  // namespace memd

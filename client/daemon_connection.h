@@ -1,0 +1,89 @@
+// The daemon client's connection: one gRPC channel to the daemon's socket
+// and one session stream, kept by a thread of its own. When the stream
+// breaks (the daemon stopped or crashed), that thread reconnects with
+// backoff and resumes every lease this process held; calls made meanwhile
+// wait for it (up to the reconnect timeout) and are then retried.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "client/daemon_client.h"
+#include "memd/v1/memd.grpc.pb.h"
+
+namespace memd::client {
+
+// One region this process has open through the daemon.
+struct RegionLink {
+  std::string name;
+  uint32_t slot = 0;                    // lease slot (kept across reconnects)
+  std::atomic<uint32_t> handle{0};      // the daemon's handle; 0: the lease was lost
+  std::function<void()> drain;          // gives spare blocks back (daemon's request)
+};
+
+class DaemonConnection {
+ public:
+  static absl::StatusOr<std::shared_ptr<DaemonConnection>> connect(const ClientOptions& options);
+  ~DaemonConnection();
+
+  // The current session and stubs; waits while reconnecting (UNAVAILABLE
+  // after the reconnect timeout).
+  struct Current {
+    uint64_t session = 0;
+    uint64_t epoch = 0;  // changes with every new session
+    v1::Regions::Stub* regions = nullptr;
+    v1::Leases::Stub* leases = nullptr;
+  };
+  absl::StatusOr<Current> current();
+  // A call on session `epoch` failed with UNAVAILABLE: waits for the next
+  // session (or the timeout).
+  void await_reconnect(uint64_t epoch);
+
+  void add(RegionLink* link);
+  void remove(RegionLink* link);
+  void set_drain(RegionLink* link, std::function<void()> drain);
+
+  void set_deadline(grpc::ClientContext* ctx) const;
+  const ClientOptions& options() const { return options_; }
+  std::atomic<uint64_t> lease_calls{0};
+  std::atomic<uint64_t> sessions_opened{0};
+
+ private:
+  explicit DaemonConnection(const ClientOptions& options) : options_(options) {}
+  // Opens a session on a fresh channel; resumes the links' leases.
+  absl::Status open_session();
+  void run();  // reads commands; reconnects when the stream breaks
+
+  ClientOptions options_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Sessions::Stub> sessions_stub_;
+  std::unique_ptr<v1::Regions::Stub> regions_stub_;
+  std::unique_ptr<v1::Leases::Stub> leases_stub_;
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>> stream_;
+  uint64_t session_ = 0;
+  uint64_t epoch_ = 0;
+  bool connected_ = false;
+  bool closing_ = false;
+  std::set<RegionLink*> links_;
+  std::mutex links_mu_;  // held while a drain runs: a link is not removed under it
+  std::thread thread_;
+  // Old stubs stay alive until the connection ends: a call in flight on one
+  // must not lose it.
+  std::vector<std::shared_ptr<void>> retired_;
+};
+
+absl::Status from_grpc(const grpc::Status& s);
+
+}  // namespace memd::client

@@ -1,0 +1,147 @@
+// Admin: check and compact regions, drain clients, list clients, daemon
+// statistics. Checks and compaction name regions the caller may read;
+// draining another user's process needs root.
+#include <sys/stat.h>
+#include <time.h>
+
+#include "client/region_impl.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/handler.h"
+#include "daemon/log.h"
+
+namespace memd::daemon {
+namespace {
+
+uint64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+// The regions a request names (empty: all the caller may read).
+absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> named(DaemonState* state, const Peer& who,
+                                                                 const std::string& name) {
+  std::vector<std::shared_ptr<ServedRegion>> out;
+  if (!name.empty()) {
+    std::shared_ptr<ServedRegion> r = state->regions->find(name);
+    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", name, "\""));
+    if (absl::Status s = check_access(r->record, who, false); !s.ok()) return s;
+    out.push_back(r);
+    return out;
+  }
+  for (auto& r : state->regions->list()) {
+    if (check_access(r->record, who, false).ok()) out.push_back(r);
+  }
+  return out;
+}
+
+uint64_t backing_bytes(const ServedRegion& r) {
+  struct stat sb {};
+  return stat(object_os_path(r.record).c_str(), &sb) == 0 ? uint64_t(sb.st_blocks) * 512 : 0;
+}
+
+}  // namespace
+
+grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest* req, v1::CheckResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+    absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> regions = named(state_, who.peer, req->region());
+    if (!regions.ok()) return regions.status();
+    for (auto& r : *regions) {
+      v1::CheckResult* out = resp->add_results();
+      out->set_region(r->record.name);
+      std::lock_guard<std::mutex> g(r->lock);
+      if (r->region == nullptr) continue;
+      absl::Status s = r->region->check();
+      out->set_ok(s.ok());
+      out->set_message(s.ok() ? "ok" : std::string(s.message()));
+      if (!s.ok()) log_error("check of region \"", r->record.name, "\" failed: ", s.message());
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::Compact(grpc::ServerContext* c, const v1::CompactRequest* req, v1::CompactResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+    absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> regions = named(state_, who.peer, req->region());
+    if (!regions.ok()) return regions.status();
+    uint64_t before = 0, after = 0;
+    for (auto& r : *regions) {
+      std::lock_guard<std::mutex> g(r->lock);
+      if (r->region == nullptr) continue;
+      before += backing_bytes(*r);
+      r->region->compact();
+      after += backing_bytes(*r);
+    }
+    resp->set_backing_bytes_before(before);
+    resp->set_backing_bytes_after(after);
+    log_info("compact by uid ", who.peer.uid, ": backing ", before, " -> ", after, " bytes");
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::Drain(grpc::ServerContext* c, const v1::DrainRequest* req, v1::DrainResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+    if (req->pid() < 0) return absl::InvalidArgumentError(absl::StrCat("pid ", req->pid()));
+    if (who.peer.uid != 0) {
+      for (const auto& s : state_->sessions->list()) {
+        if ((req->pid() == 0 || s->peer.pid == req->pid()) && s->peer.uid != who.peer.uid) {
+          return absl::PermissionDeniedError(absl::StrCat("pid ", s->peer.pid, " belongs to uid ", s->peer.uid,
+                                                          "; only root drains other users' processes"));
+        }
+      }
+    }
+    uint32_t asked = state_->sessions->drain(req->pid(), req->region());
+    if (asked == 0 && req->pid() != 0) {
+      return absl::NotFoundError(absl::StrCat("no session of pid ", req->pid(),
+                                              req->region().empty() ? "" : " with region " + req->region(), " open"));
+    }
+    resp->set_sessions(asked);
+    log_info("drain asked of ", asked, " session(s) by uid ", who.peer.uid);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListClientsRequest*,
+                                       v1::ListClientsResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller&) -> absl::Status {
+    for (const auto& s : state_->sessions->list()) {
+      v1::ClientInfo* ci = resp->add_clients();
+      ci->set_session(s->id);
+      ci->set_pid(s->peer.pid);
+      ci->set_uid(s->peer.uid);
+      ci->set_program(s->program);
+      ci->set_connected_ms(s->connected_ms);
+      ci->set_rpcs(s->rpcs.load());
+      for (const auto& [h, a] : state_->sessions->attachments(*s)) {
+        v1::ClientLeaseInfo* li = ci->add_leases();
+        li->set_region(a.region->record.name);
+        li->set_lease_slot(a.slot);
+        std::lock_guard<std::mutex> g(a.region->lock);
+        if (a.region->region == nullptr || a.slot == kNoLeaseSlot) continue;
+        const heap::LeaseSlot& l = a.region->region->impl()->region.leases[a.slot];
+        li->set_blocks(l.blocks.load());
+        li->set_leases(l.leases.load());
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::Stats(grpc::ServerContext* c, const v1::StatsRequest*, v1::StatsResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller&) -> absl::Status {
+    resp->set_daemon_id(state_->daemon_id);
+    resp->set_version("0.1.0");
+    resp->set_uptime_ms(wall_ms() - state_->started_ms);
+    resp->set_regions(static_cast<uint32_t>(state_->regions->list().size()));
+    resp->set_sessions(static_cast<uint32_t>(state_->sessions->list().size()));
+    resp->set_sessions_total(state_->sessions->sessions_total());
+    resp->set_rpcs(state_->rpcs.load());
+    resp->set_rpc_errors(state_->rpc_errors.load());
+    resp->set_clients_reclaimed(state_->sessions->clients_reclaimed());
+    resp->set_socket(state_->config->socket_path);
+    resp->set_data_dir(state_->config->data_dir);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace memd::daemon

@@ -1,0 +1,56 @@
+// memd's configuration: embedded defaults, then an optional config file
+// (`key = value` lines), then command-line flags, each overriding the last.
+// `memd --help` lists every key; `memd --print-config` shows the result.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memd::daemon {
+
+struct DaemonConfig {
+  // Where clients connect: $MEMD_SOCKET, else $XDG_RUNTIME_DIR/memd/memd.sock,
+  // else ./run/memd.sock.
+  std::string socket_path;
+  uint32_t socket_mode = 0666;  // who may connect; regions have their own modes
+  // Region files and the catalog: $MEMD_DATA_DIR, else ./run/data.
+  std::string data_dir;
+  // Prefix of the daemon's shm objects (/dev/shm/memd.<namespace>.<region>),
+  // so that several daemons on one host keep apart. Empty: none.
+  std::string shm_namespace;
+  std::string metrics_address = "127.0.0.1:9464";  // served with telemetry
+  std::string log_level = "info";
+  // Defaults of regions created without sizes.
+  uint64_t region_bytes = uint64_t{1} << 30;
+  uint32_t region_clients = 64;
+  uint32_t region_threads = 1024;
+  uint64_t max_region_bytes = uint64_t{1} << 40;  // the largest a client may ask for
+  uint32_t max_regions = 256;
+  // Quotas: blocks one client may hold in one region (0: no limit), and
+  // sessions at once.
+  uint64_t client_block_quota = 0;
+  uint32_t max_sessions = 1024;
+  // Shutting down: checkpoint file regions (msync) before closing.
+  bool checkpoint_on_exit = true;
+};
+
+// What the command line asked for.
+struct CommandLine {
+  DaemonConfig config;
+  bool help = false;
+  bool version = false;
+  bool print_config = false;
+};
+
+// Defaults, then the file named by --config (if any), then flags. Unknown
+// keys and malformed values are errors that name them.
+absl::StatusOr<CommandLine> parse_command_line(int argc, char** argv);
+std::string usage();
+std::string describe(const DaemonConfig& c);  // as a config file would say it
+
+}  // namespace memd::daemon

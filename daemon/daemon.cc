@@ -1,0 +1,83 @@
+#include "daemon/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "client/arena.h"
+#include "daemon/log.h"
+
+namespace memd::daemon {
+namespace {
+
+uint64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config) : config_(config), catalog_(config.data_dir), regions_(config_, &catalog_) {}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
+  std::unique_ptr<Daemon> d(new Daemon(config));
+  if (absl::Status s = d->catalog_.init(); !s.ok()) return s;
+  d->sessions_ = std::make_unique<SessionTable>(d->config_, &d->regions_);
+  d->state_.config = &d->config_;
+  d->state_.peers = &d->peers_;
+  d->state_.regions = &d->regions_;
+  d->state_.sessions = d->sessions_.get();
+  d->state_.daemon_id = absl::StrCat(getpid(), "-", absl::Hex(client::random_secret()));
+  d->state_.started_ms = wall_ms();
+
+  std::vector<KeptLease> kept;
+  d->regions_.load_all(&kept);
+  d->sessions_->adopt_orphans(kept);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  d->session_service_ = std::make_unique<SessionService>(&d->state_);
+  d->region_service_ = std::make_unique<RegionService>(&d->state_);
+  d->lease_service_ = std::make_unique<LeaseRpcService>(&d->state_);
+  d->admin_service_ = std::make_unique<AdminService>(&d->state_);
+  builder.RegisterService(d->session_service_.get());
+  builder.RegisterService(d->region_service_.get());
+  builder.RegisterService(d->lease_service_.get());
+  builder.RegisterService(d->admin_service_.get());
+  d->server_ = builder.BuildAndStart();
+  if (d->server_ == nullptr) return absl::InternalError("gRPC server did not start");
+  absl::StatusOr<std::unique_ptr<Listener>> l =
+      Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
+  if (!l.ok()) {
+    d->server_->Shutdown();
+    d->regions_.close_all(false);
+    return l.status();
+  }
+  d->listener_ = std::move(*l);
+  log_info("memd ", d->state_.daemon_id, " serving on ", d->config_.socket_path, ", data in ", d->config_.data_dir,
+           ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients");
+  return d;
+}
+
+void Daemon::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  log_info("shutting down");
+  listener_->stop();
+  sessions_->shutting_down();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  listener_.reset();
+  regions_.close_all(config_.checkpoint_on_exit);
+  log_info("stopped");
+}
+
+Daemon::~Daemon() { stop(); }
+
+}  // namespace memd::daemon

@@ -1,0 +1,70 @@
+// memd: serves shared and persistent memory regions to libmemd clients.
+// `memd --help` for the settings; SIGTERM or SIGINT stop it cleanly.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+
+namespace {
+
+memd::daemon::LogLevel level_of(const std::string& s) {
+  if (s == "debug") return memd::daemon::LogLevel::kDebug;
+  if (s == "warning") return memd::daemon::LogLevel::kWarning;
+  if (s == "error") return memd::daemon::LogLevel::kError;
+  return memd::daemon::LogLevel::kInfo;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace memd::daemon;
+  absl::StatusOr<CommandLine> cl = parse_command_line(argc, argv);
+  if (!cl.ok()) {
+    std::fprintf(stderr, "memd: %s\n", std::string(cl.status().message()).c_str());
+    return 2;
+  }
+  if (cl->help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  if (cl->version) {
+    std::puts("memd 0.1.0 (protocol memd.v1)");
+    return 0;
+  }
+  if (cl->print_config) {
+    std::fputs(describe(cl->config).c_str(), stdout);
+    return 0;
+  }
+  set_log_level(level_of(cl->config.log_level));
+
+  // Signals are taken by this thread with sigwait: block them before any
+  // thread starts, so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::start(cl->config);
+  if (!d.ok()) {
+    log_error("cannot start: ", d.status().message());
+    return 1;
+  }
+  for (;;) {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (sig == SIGHUP) {
+      log_info("SIGHUP: nothing to reload (restart memd to change settings)");
+      continue;
+    }
+    log_info(sig == SIGTERM ? "SIGTERM" : "SIGINT", " received");
+    break;
+  }
+  (*d)->stop();
+  return 0;
+}

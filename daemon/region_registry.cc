@@ -1,0 +1,235 @@
+#include "daemon/region_registry.h"
+
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "client/region_impl.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/log.h"
+#include "disciplines/shared_source.h"
+
+namespace memd::daemon {
+namespace {
+
+uint64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+std::string octal(uint32_t mode) { return absl::StrCat("0", mode >> 6 & 7, mode >> 3 & 7, mode & 7); }
+
+const char* discipline_name(Discipline d) {
+  switch (d) {
+    case Discipline::kShm: return "shm";
+    case Discipline::kFile: return "file";
+    case Discipline::kPmem: return "pmem";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string object_os_path(const CatalogRecord& r) {
+  return r.discipline == Discipline::kShm ? absl::StrCat("/dev/shm/memd.", r.object) : r.object;
+}
+
+absl::Status check_access(const CatalogRecord& r, const Peer& who, bool write) {
+  if (who.uid == 0) return absl::OkStatus();
+  uint32_t bits = who.uid == r.owner_uid ? r.mode >> 6 & 7 : who.gid == r.owner_gid ? r.mode >> 3 & 7 : r.mode & 7;
+  uint32_t need = write ? 6 : 4;
+  if ((bits & need) == need) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("uid ", who.uid, " may not ", write ? "allocate in" : "read",
+                                                  " region \"", r.name, "\" (owner uid ", r.owner_uid, ", gid ",
+                                                  r.owner_gid, ", mode ", octal(r.mode), ")"));
+}
+
+std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, std::unique_ptr<Region> region) {
+  auto s = std::make_shared<ServedRegion>();
+  s->handle = static_cast<uint32_t>(regions_.size() + 1);
+  s->record = std::move(record);
+  s->region = std::move(region);
+  regions_.push_back(s);
+  return s;
+}
+
+void RegionRegistry::load_all(std::vector<KeptLease>* kept) {
+  absl::StatusOr<std::vector<CatalogRecord>> records = catalog_->load();
+  if (!records.ok()) {
+    log_error(records.status().message());
+    return;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  for (CatalogRecord& r : *records) {
+    std::vector<Region::KeptLease> live;
+    absl::StatusOr<std::unique_ptr<Region>> region =
+        Region::open_keeping_clients(r.object, r.discipline, r.method, &live);
+    if (!region.ok()) {
+      log_error("region \"", r.name, "\" is not served: ", region.status().message());
+      continue;
+    }
+    heap::RegionHeader& h = *(*region)->impl()->region.header;
+    log_info("region \"", r.name, "\" (", discipline_name(r.discipline), ", ", r.object, ") opened: generation ",
+             h.generation.load(), ", recoveries ", h.recoveries, ", leaked objects ", h.leaked_objects, ", ",
+             live.size(), " client(s) of the previous daemon still running");
+    std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region));
+    for (const Region::KeptLease& l : live) kept->push_back(KeptLease{s, l});
+  }
+}
+
+absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::open(const OpenArgs& args, const Peer& who,
+                                                                   bool* created) {
+  *created = false;
+  if (absl::Status s = disciplines::validate_region_name(args.name); !s.ok()) return s;
+  std::lock_guard<std::mutex> g(mu_);
+  std::shared_ptr<ServedRegion> found;
+  for (const auto& r : regions_) {
+    if (r && r->record.name == args.name) found = r;
+  }
+  if (found == nullptr) {
+    if (!args.create) return absl::NotFoundError(absl::StrCat("no region named \"", args.name, "\""));
+    absl::StatusOr<std::shared_ptr<ServedRegion>> made = create_locked(args, who);
+    if (made.ok()) *created = true;
+    return made;
+  }
+  const CatalogRecord& r = found->record;
+  if (args.create && args.exclusive) {
+    return absl::AlreadyExistsError(absl::StrCat("region \"", args.name, "\" exists"));
+  }
+  if (args.discipline != Discipline{} && args.discipline != r.discipline) {
+    return absl::FailedPreconditionError(absl::StrCat("region \"", args.name, "\" is a ",
+                                                      discipline_name(r.discipline), " region, not ",
+                                                      discipline_name(args.discipline)));
+  }
+  if (args.method != Method{} && args.method != r.method) {
+    return absl::FailedPreconditionError(absl::StrCat("region \"", args.name, "\" is managed by method ",
+                                                      static_cast<uint32_t>(r.method)));
+  }
+  if (absl::Status s = check_access(r, who, !args.read_only); !s.ok()) return s;
+  return found;
+}
+
+absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(const OpenArgs& args, const Peer& who) {
+  size_t live = 0;
+  for (const auto& r : regions_) live += r != nullptr;
+  if (live >= config_.max_regions) {
+    return absl::ResourceExhaustedError(absl::StrCat("the daemon serves ", live, " regions, its limit (max-regions)"));
+  }
+  if (args.discipline == Discipline{}) {
+    return absl::InvalidArgumentError("creating a region needs a discipline (shm, file or pmem)");
+  }
+  if (args.discipline != Discipline::kShm && args.discipline != Discipline::kFile &&
+      args.discipline != Discipline::kPmem) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown discipline ", static_cast<uint32_t>(args.discipline)));
+  }
+  if (args.max_bytes > config_.max_region_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("max_bytes ", args.max_bytes, " is above the daemon's limit of ",
+                                                   config_.max_region_bytes, " (max-region-bytes)"));
+  }
+  if (args.mode > 0777) return absl::InvalidArgumentError(absl::StrCat("mode ", args.mode, " is not a permission mode"));
+  CatalogRecord rec;
+  rec.name = args.name;
+  rec.discipline = args.discipline;
+  rec.method = args.method == Method{} ? Method::kBest : args.method;
+  rec.object = args.discipline == Discipline::kShm
+                   ? (config_.shm_namespace.empty() ? args.name : absl::StrCat(config_.shm_namespace, ".", args.name))
+                   : catalog_->region_path(args.name, args.discipline);
+  rec.owner_uid = who.uid;
+  rec.owner_gid = who.gid;
+  rec.mode = args.mode == 0 ? 0600 : args.mode;
+  rec.max_bytes = args.max_bytes == 0 ? config_.region_bytes : args.max_bytes;
+  rec.created_ms = wall_ms();
+
+  RegionOptions o;
+  o.discipline = rec.discipline;
+  o.method = rec.method;
+  o.max_bytes = rec.max_bytes;
+  o.max_clients = args.max_clients == 0 ? config_.region_clients : args.max_clients;
+  o.max_threads = args.max_threads == 0 ? config_.region_threads : args.max_threads;
+  o.mode = rec.mode;
+  absl::StatusOr<std::unique_ptr<Region>> region = Region::create(rec.object, o);
+  if (!region.ok()) return region.status();
+  // The object carries the region's owner and mode, so that the kernel
+  // agrees with the daemon about who may map it.
+  std::string path = object_os_path(rec);
+  if (geteuid() == 0 && chown(path.c_str(), rec.owner_uid, rec.owner_gid) != 0) {
+    log_warning("cannot chown ", path, ": ", std::strerror(errno));
+  }
+  if (chmod(path.c_str(), rec.mode) != 0) log_warning("cannot chmod ", path, ": ", std::strerror(errno));
+  if (absl::Status s = catalog_->save(rec); !s.ok()) {
+    region->reset();
+    (void)Region::remove(rec.object, rec.discipline);
+    return s;
+  }
+  log_info("region \"", rec.name, "\" created: ", discipline_name(rec.discipline), " ", rec.object, ", ",
+           rec.max_bytes, " bytes reserved, owner uid ", rec.owner_uid, ", mode ", octal(rec.mode));
+  return add_locked(std::move(rec), std::move(*region));
+}
+
+std::shared_ptr<ServedRegion> RegionRegistry::find(uint32_t handle) const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (handle == 0 || handle > regions_.size()) return nullptr;
+  return regions_[handle - 1];
+}
+
+std::shared_ptr<ServedRegion> RegionRegistry::find(std::string_view name) const {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto& r : regions_) {
+    if (r && r->record.name == name) return r;
+  }
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<ServedRegion>> RegionRegistry::list() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<std::shared_ptr<ServedRegion>> out;
+  for (const auto& r : regions_) {
+    if (r) out.push_back(r);
+  }
+  return out;
+}
+
+absl::Status RegionRegistry::remove(std::string_view name, const Peer& who) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& r : regions_) {
+    if (!r || r->record.name != name) continue;
+    if (who.uid != 0 && who.uid != r->record.owner_uid) {
+      return absl::PermissionDeniedError(absl::StrCat("only its owner (uid ", r->record.owner_uid,
+                                                      ") or root may remove region \"", std::string(name), "\""));
+    }
+    if (r->attached.load() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("region \"", std::string(name), "\" has ",
+                                                        r->attached.load(), " client(s) attached"));
+    }
+    CatalogRecord rec = r->record;
+    {
+      std::lock_guard<std::mutex> rg(r->lock);
+      r->region.reset();
+    }
+    r.reset();
+    if (absl::Status s = Region::remove(rec.object, rec.discipline); !s.ok() && !absl::IsNotFound(s)) return s;
+    log_info("region \"", rec.name, "\" removed by uid ", who.uid);
+    return catalog_->erase(rec.name);
+  }
+  return absl::NotFoundError(absl::StrCat("no region named \"", std::string(name), "\""));
+}
+
+void RegionRegistry::close_all(bool checkpoint) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& r : regions_) {
+    if (!r) continue;
+    std::lock_guard<std::mutex> rg(r->lock);
+    if (checkpoint && r->record.discipline != Discipline::kShm) {
+      if (absl::Status s = r->region->checkpoint(); !s.ok()) log_warning("checkpoint of ", r->record.name, ": ", s.message());
+    }
+    r->region.reset();
+    log_info("region \"", r->record.name, "\" closed");
+  }
+  regions_.clear();
+}
+
+}  // namespace memd::daemon

@@ -1,0 +1,91 @@
+// The regions the daemon serves. The daemon opens each one as its owner
+// (memd::Region) and keeps it open while it runs: it is the only writer of
+// page-level metadata, and every client lease goes through the region's
+// LeaseService under the region's lock. At start it opens every region of
+// the catalog, recovering each (clients of the previous daemon that still
+// run keep their leases, to resume them).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/lease_service.h"
+#include "client/region.h"
+#include "daemon/catalog.h"
+#include "daemon/config.h"
+#include "daemon/peer.h"
+
+namespace memd::daemon {
+
+struct ServedRegion {
+  uint32_t handle = 0;  // never reused while the daemon runs
+  CatalogRecord record;
+  std::unique_ptr<Region> region;
+  std::mutex lock;  // serializes calls into the LeaseService
+  std::atomic<uint64_t> lease_rpcs{0};
+  std::atomic<uint32_t> attached{0};  // sessions attached now
+
+  client::LeaseService* leases() const { return region->lease_service(); }
+};
+
+struct OpenArgs {
+  std::string name;
+  Discipline discipline{};  // 0: as it is (opening)
+  Method method{};          // 0: as it is / best
+  bool create = false;
+  bool exclusive = false;
+  uint64_t max_bytes = 0;
+  uint32_t max_clients = 0;
+  uint32_t max_threads = 0;
+  uint32_t mode = 0;
+  bool read_only = false;
+};
+
+// A lease kept for a client of the previous daemon.
+struct KeptLease {
+  std::shared_ptr<ServedRegion> region;
+  Region::KeptLease lease;
+};
+
+class RegionRegistry {
+ public:
+  RegionRegistry(const DaemonConfig& config, Catalog* catalog) : config_(config), catalog_(catalog) {}
+
+  // Opens every region of the catalog. A region that cannot be opened is
+  // logged and skipped (the others are served).
+  void load_all(std::vector<KeptLease>* kept);
+
+  // Opens (or creates) a region for `who`, checking its mode.
+  absl::StatusOr<std::shared_ptr<ServedRegion>> open(const OpenArgs& args, const Peer& who, bool* created);
+  std::shared_ptr<ServedRegion> find(uint32_t handle) const;
+  std::shared_ptr<ServedRegion> find(std::string_view name) const;
+  std::vector<std::shared_ptr<ServedRegion>> list() const;
+  // Deletes a region no client is attached to. Its owner or root only.
+  absl::Status remove(std::string_view name, const Peer& who);
+  // Closes every region (marks each cleanly closed; checkpoints files).
+  void close_all(bool checkpoint);
+
+ private:
+  absl::StatusOr<std::shared_ptr<ServedRegion>> create_locked(const OpenArgs& args, const Peer& who);
+  std::shared_ptr<ServedRegion> add_locked(CatalogRecord record, std::unique_ptr<Region> region);
+
+  const DaemonConfig& config_;
+  Catalog* catalog_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<ServedRegion>> regions_;  // by handle - 1; null once removed
+};
+
+// The file system object behind a region (for chown, chmod, stat).
+std::string object_os_path(const CatalogRecord& r);
+
+// Whether `who` may open a region read-only (`write` false) or to allocate.
+absl::Status check_access(const CatalogRecord& r, const Peer& who, bool write);
+
+}  // namespace memd::daemon

@@ -1,0 +1,124 @@
+// Regions: open (or create) a region and attach the caller's session to it,
+// close, list, stat, remove.
+#include <sys/stat.h>
+
+#include "client/region_impl.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/handler.h"
+#include "daemon/log.h"
+#include "disciplines/shared_source.h"
+
+namespace memd::daemon {
+
+grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionRequest* req,
+                                 v1::OpenRegionResponse* resp) {
+  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+    OpenArgs a;
+    a.name = req->name();
+    a.discipline = static_cast<Discipline>(req->discipline());
+    a.method = static_cast<Method>(req->method());
+    a.create = req->create();
+    a.exclusive = req->exclusive();
+    a.max_bytes = req->max_bytes();
+    a.max_clients = req->max_clients();
+    a.max_threads = req->max_threads();
+    a.mode = req->mode();
+    a.read_only = req->read_only();
+    bool created = false;
+    absl::StatusOr<std::shared_ptr<ServedRegion>> r = state_->regions->open(a, who.peer, &created);
+    if (!r.ok()) return r.status();
+    absl::StatusOr<Attachment> at = state_->sessions->attach(*who.session, *r, a.read_only);
+    if (!at.ok()) return at.status();
+    const CatalogRecord& rec = (*r)->record;
+    resp->set_handle((*r)->handle);
+    resp->set_object_path(rec.object);
+    resp->set_discipline(static_cast<v1::Discipline>(rec.discipline));
+    resp->set_method(static_cast<v1::Method>(rec.method));
+    resp->set_created(created);
+    {
+      std::lock_guard<std::mutex> g((*r)->lock);
+      if ((*r)->region == nullptr) return absl::NotFoundError("the region was removed");
+      const heap::Region& hr = (*r)->region->impl()->region;
+      resp->set_generation(hr.header->generation.load());
+      if (at->slot != kNoLeaseSlot) {
+        resp->set_lease_slot(at->slot);
+        resp->set_holder(at->slot + 1);
+        resp->set_stash_owner(hr.leases[at->slot].stash_owner);
+      }
+    }
+    log_info("session ", who.session->id, " (pid ", who.peer.pid, ") ", created ? "created" : "opened", " region \"",
+             rec.name, "\"", a.read_only ? " read-only" : "", at->slot != kNoLeaseSlot ? absl::StrCat(", lease ", at->slot) : "");
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RegionService::Close(grpc::ServerContext* c, const v1::CloseRegionRequest* req,
+                                  v1::CloseRegionResponse*) {
+  return handle(state_, c, req->session(), [&](Caller& who) {
+    return state_->sessions->detach(*who.session, req->handle());
+  });
+}
+
+grpc::Status RegionService::List(grpc::ServerContext* c, const v1::ListRegionsRequest*, v1::ListRegionsResponse* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller& who) {
+    for (const auto& r : state_->regions->list()) {
+      // Regions the caller may not read are not listed to it.
+      if (!check_access(r->record, who.peer, false).ok()) continue;
+      describe_region(*r, resp->add_regions());
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RegionService::Stat(grpc::ServerContext* c, const v1::StatRegionRequest* req, v1::RegionInfo* resp) {
+  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+    std::shared_ptr<ServedRegion> r = state_->regions->find(req->name());
+    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->name(), "\""));
+    if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
+    describe_region(*r, resp);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RegionService::Remove(grpc::ServerContext* c, const v1::RemoveRegionRequest* req,
+                                   v1::RemoveRegionResponse*) {
+  std::optional<uint64_t> session;
+  if (req->session() != 0) session = req->session();
+  return handle(state_, c, session, [&](Caller& who) { return state_->regions->remove(req->name(), who.peer); });
+}
+
+void describe_region(ServedRegion& r, v1::RegionInfo* out) {
+  const CatalogRecord& rec = r.record;
+  out->set_name(rec.name);
+  out->set_discipline(static_cast<v1::Discipline>(rec.discipline));
+  out->set_method(static_cast<v1::Method>(rec.method));
+  out->set_object_path(rec.object);
+  out->set_owner_uid(rec.owner_uid);
+  out->set_owner_gid(rec.owner_gid);
+  out->set_mode(rec.mode);
+  out->set_max_bytes(rec.max_bytes);
+  out->set_clients(r.attached.load());
+  out->set_lease_rpcs(r.lease_rpcs.load());
+  std::lock_guard<std::mutex> g(r.lock);
+  if (r.region == nullptr) return;
+  heap::RegionStats st = r.region->stat();
+  RegionImpl* impl = r.region->impl();
+  const heap::RegionHeader& h = *impl->region.header;
+  uint64_t leased = 0;
+  for (uint32_t i = 0; i < h.max_clients; ++i) leased += impl->region.leases[i].blocks.load();
+  struct stat sb {};
+  if (stat(object_os_path(rec).c_str(), &sb) == 0) out->set_backing_bytes(uint64_t(sb.st_blocks) * 512);
+  out->set_pages_total(h.max_pages);
+  out->set_pages_in_use(st.pages_in_use);
+  out->set_pages_free(st.pages_dirty + st.pages_discarded);
+  out->set_pages_discarded(st.pages_discarded);
+  out->set_blocks_leased(leased);
+  out->set_blocks_abandoned(impl->pages->abandoned_blocks());
+  out->set_objects(st.busy_objects);
+  out->set_object_bytes(st.busy_bytes);
+  out->set_generation(h.generation.load());
+  out->set_recoveries(h.recoveries);
+  out->set_leaked_objects(h.leaked_objects);
+}
+
+}  // namespace memd::daemon

@@ -1,0 +1,265 @@
+#include "daemon/sessions.h"
+
+#include <time.h>
+
+#include "client/region_impl.h"
+#include "absl/strings/str_cat.h"
+#include "client/lease_service.h"
+#include "daemon/log.h"
+
+namespace memd::daemon {
+namespace {
+
+uint64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+bool alive(pid_t pid, uint64_t start_time) { return client::process_start_time(pid) == start_time; }
+
+// How often orphaned leases are looked at: a dead client's blocks are
+// abandoned well within a second of its death.
+constexpr auto kReapInterval = std::chrono::milliseconds(100);
+
+}  // namespace
+
+SessionTable::SessionTable(const DaemonConfig& config, RegionRegistry* regions) : config_(config), regions_(regions) {
+  reaper_ = std::thread([this] { reap_loop(); });
+}
+
+SessionTable::~SessionTable() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  reaper_.join();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, const std::string& connection,
+                                                            const v1::Hello& hello,
+                                                            std::function<void(const v1::Command&)> send,
+                                                            v1::Welcome* welcome) {
+  if (hello.pid() != peer.pid) {
+    return absl::PermissionDeniedError(absl::StrCat("the hello claims pid ", hello.pid(), " but the connection is pid ",
+                                                    peer.pid, " (SO_PEERCRED)"));
+  }
+  if (hello.start_time() == 0 || client::process_start_time(peer.pid) != hello.start_time()) {
+    return absl::PermissionDeniedError(absl::StrCat("start time ", hello.start_time(), " is not that of pid ", peer.pid));
+  }
+  if (hello.client_version() != 1) {
+    return absl::FailedPreconditionError(absl::StrCat("client protocol version ", hello.client_version(),
+                                                      "; this daemon speaks 1"));
+  }
+  auto s = std::make_shared<Session>();
+  s->peer = peer;
+  s->connection = connection;
+  s->start_time = hello.start_time();
+  s->program = hello.program().substr(0, 200);
+  s->connected_ms = wall_ms();
+  s->send = std::move(send);
+  std::lock_guard<std::mutex> g(mu_);
+  if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
+  if (sessions_.size() >= config_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat(sessions_.size(), " sessions are open, the limit (max-sessions)"));
+  }
+  s->id = next_id_++;
+  for (const v1::ResumeLease& r : hello.resume()) {
+    uint32_t handle = 0;
+    for (auto it = orphans_.begin(); it != orphans_.end(); ++it) {
+      if (it->region->record.name != r.region() || it->slot != r.lease_slot() || it->pid != peer.pid ||
+          it->start_time != hello.start_time()) {
+        continue;
+      }
+      handle = it->region->handle;
+      s->attached[handle] = Attachment{it->region, it->slot};
+      log_info("session ", s->id, " (pid ", peer.pid, ") resumed its lease ", it->slot, " in region \"",
+               r.region(), "\"");
+      orphans_.erase(it);
+      break;
+    }
+    welcome->add_resumed_handles(handle);
+  }
+  sessions_[s->id] = s;
+  sessions_total_.fetch_add(1);
+  welcome->set_session(s->id);
+  log_info("session ", s->id, " opened: pid ", peer.pid, ", uid ", peer.uid, ", program \"", s->program, "\"");
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionTable::find(uint64_t id, const std::string& connection) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = sessions_.find(id);
+  // UNAUTHENTICATED: the session is the caller's credential. A client of a
+  // daemon that restarted sees it and waits for its new session.
+  if (it == sessions_.end()) return absl::UnauthenticatedError(absl::StrCat("no session ", id, " (open one first)"));
+  if (it->second->connection != connection) {
+    return absl::UnauthenticatedError(absl::StrCat("session ", id, " belongs to another connection"));
+  }
+  it->second->rpcs.fetch_add(1, std::memory_order_relaxed);
+  return it->second;
+}
+
+absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_ptr<ServedRegion>& region,
+                                                bool read_only) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (s.attached.count(region->handle) != 0) {
+      return absl::AlreadyExistsError(absl::StrCat("session ", s.id, " has region \"", region->record.name,
+                                                   "\" open already"));
+    }
+  }
+  Attachment a{region, kNoLeaseSlot};
+  if (!read_only) {
+    std::lock_guard<std::mutex> rg(region->lock);
+    if (region->region == nullptr) return absl::NotFoundError("the region was removed");
+    absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
+    if (!lease.ok()) return lease.status();
+    a.slot = lease->slot;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  s.attached[region->handle] = a;
+  region->attached.fetch_add(1);
+  return a;
+}
+
+absl::StatusOr<Attachment> SessionTable::attachment(const Session& s, uint32_t handle) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = s.attached.find(handle);
+  if (it == s.attached.end()) {
+    return absl::NotFoundError(absl::StrCat("session ", s.id, " has no region with handle ", handle, " open"));
+  }
+  return it->second;
+}
+
+std::vector<std::pair<uint32_t, Attachment>> SessionTable::attachments(const Session& s) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return {s.attached.begin(), s.attached.end()};
+}
+
+absl::Status SessionTable::detach(Session& s, uint32_t handle) {
+  Attachment a;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = s.attached.find(handle);
+    if (it == s.attached.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", s.id, " has no region with handle ", handle, " open"));
+    }
+    a = it->second;
+    s.attached.erase(it);
+  }
+  // A client that closes a region has given its blocks back first; what it
+  // still holds is taken back like a dead client's.
+  if (a.slot != kNoLeaseSlot) reclaim(a.region, a.slot, s.peer.pid, "closed the region");
+  a.region->attached.fetch_sub(1);
+  return absl::OkStatus();
+}
+
+void SessionTable::reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why) {
+  std::lock_guard<std::mutex> rg(region->lock);
+  if (region->region == nullptr) return;
+  const heap::LeaseSlot& l = region->region->impl()->region.leases[slot];
+  uint64_t blocks = l.blocks.load();
+  region->leases()->client_gone(slot);
+  log_info("pid ", pid, " ", why, ": lease ", slot, " in region \"", region->record.name, "\" taken back (", blocks,
+           " block(s))");
+}
+
+void SessionTable::end(uint64_t id) {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    s = it->second;
+    sessions_.erase(it);
+    s->send = nullptr;
+  }
+  bool dead = !alive(s->peer.pid, s->start_time);
+  log_info("session ", id, " ended: pid ", s->peer.pid, dead ? " exited" : " still runs");
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [handle, a] : s->attached) {
+    if (a.slot == kNoLeaseSlot) {
+      a.region->attached.fetch_sub(1);
+      continue;
+    }
+    // Reclaimed by the reaper (at once if the process is dead), unless the
+    // process resumes the lease first; at shutdown the next daemon decides.
+    if (!shutting_down_) orphans_.push_back(Orphan{a.region, a.slot, s->peer.pid, s->start_time});
+    a.region->attached.fetch_sub(1);
+  }
+  if (dead) wake_.notify_all();
+}
+
+void SessionTable::adopt_orphans(const std::vector<KeptLease>& kept) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const KeptLease& k : kept) orphans_.push_back(Orphan{k.region, k.lease.slot, k.lease.pid, k.lease.start_time});
+  wake_.notify_all();
+}
+
+void SessionTable::shutting_down() {
+  std::lock_guard<std::mutex> g(mu_);
+  shutting_down_ = true;
+}
+
+void SessionTable::reap_loop() {
+  std::unique_lock<std::mutex> g(mu_);
+  while (!stop_) {
+    std::vector<Orphan> gone;
+    for (auto it = orphans_.begin(); it != orphans_.end();) {
+      if (!alive(it->pid, it->start_time)) {
+        gone.push_back(*it);
+        it = orphans_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!gone.empty()) {
+      g.unlock();
+      for (const Orphan& o : gone) {
+        reclaim(o.region, o.slot, o.pid, "exited");
+        reclaimed_.fetch_add(1);
+      }
+      g.lock();
+      continue;
+    }
+    wake_.wait_for(g, kReapInterval);
+  }
+}
+
+std::vector<std::shared_ptr<Session>> SessionTable::list() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& [id, s] : sessions_) out.push_back(s);
+  return out;
+}
+
+size_t SessionTable::orphans() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return orphans_.size();
+}
+
+uint32_t SessionTable::drain(pid_t pid, const std::string& region) {
+  std::lock_guard<std::mutex> g(mu_);
+  uint32_t asked = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (pid != 0 && s->peer.pid != pid) continue;
+    uint32_t handle = 0;
+    if (!region.empty()) {
+      for (const auto& [h, a] : s->attached) {
+        if (a.region->record.name == region) handle = h;
+      }
+      if (handle == 0) continue;
+    }
+    if (!s->send) continue;
+    v1::Command c;
+    c.set_kind(v1::COMMAND_DRAIN);
+    c.set_region(handle);
+    s->send(c);
+    ++asked;
+  }
+  return asked;
+}
+
+}  // namespace memd::daemon

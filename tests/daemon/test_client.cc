@@ -1,0 +1,164 @@
+// A client process for the daemon tests: connects to memd, opens a region
+// and does one job, reporting through its exit code (0 ok, 1 wrong data,
+// 2 usage, 10 + absl::StatusCode when a call fails).
+//
+//   test_client SOCKET REGION fill ID COUNT SIZE      allocate, publish on root board-ID
+//   test_client SOCKET REGION hold ID COUNT SIZE      fill, print "ready", sleep until killed
+//   test_client SOCKET REGION verify ID COUNT SIZE    check board-ID's objects
+//   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
+//   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
+//   test_client SOCKET REGION open                    open only (status in the exit code)
+// Options before SOCKET: --uid N (switch user first), --file (file discipline).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/daemon_client.h"
+
+namespace {
+
+int fail(const absl::Status& s, const char* what) {
+  std::fprintf(stderr, "test_client %d: %s: %s\n", getpid(), what, std::string(s.ToString()).c_str());
+  return 10 + static_cast<int>(s.code());
+}
+
+unsigned char pattern(uint64_t id, uint64_t i, uint64_t j) { return static_cast<unsigned char>(id * 131 + i * 7 + j); }
+
+void fill_object(void* p, uint64_t id, uint64_t i, size_t size) {
+  auto* c = static_cast<unsigned char*>(p);
+  for (size_t j = 0; j < size; ++j) c[j] = pattern(id, i, j);
+}
+
+bool object_ok(const void* p, uint64_t id, uint64_t i, size_t size) {
+  auto* c = static_cast<const unsigned char*>(p);
+  for (size_t j = 0; j < size; ++j) {
+    if (c[j] != pattern(id, i, j)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int a = 1;
+  memd::OpenOptions open;
+  open.discipline = memd::Discipline::kShm;
+  open.max_bytes = size_t{256} << 20;
+  open.mode = 0600;
+  for (; a < argc && std::strncmp(argv[a], "--", 2) == 0; ++a) {
+    if (std::strcmp(argv[a], "--uid") == 0 && a + 1 < argc) {
+      uid_t uid = static_cast<uid_t>(std::atoi(argv[++a]));
+      if (setgid(uid) != 0 || setuid(uid) != 0) return 2;
+    } else if (std::strcmp(argv[a], "--file") == 0) {
+      open.discipline = memd::Discipline::kFile;
+    } else if (std::strcmp(argv[a], "--mode") == 0 && a + 1 < argc) {
+      open.mode = static_cast<uint32_t>(std::strtoul(argv[++a], nullptr, 8));
+    } else {
+      return 2;
+    }
+  }
+  if (argc - a < 3) return 2;
+  std::string socket = argv[a], name = argv[a + 1], job = argv[a + 2];
+  std::vector<uint64_t> nums;
+  for (int i = a + 3; i < argc; ++i) nums.push_back(std::strtoull(argv[i], nullptr, 10));
+
+  memd::ClientOptions co;
+  co.socket = socket;
+  co.program = "test_client " + job;
+  absl::StatusOr<std::unique_ptr<memd::Client>> client = memd::Client::connect(co);
+  if (!client.ok()) return fail(client.status(), "connect");
+  absl::StatusOr<std::unique_ptr<memd::Region>> region = (*client)->open(name, open);
+  if (!region.ok()) return fail(region.status(), "open");
+  memd::Region& r = **region;
+  if (job == "open") return 0;
+
+  if (job == "churn") {
+    if (nums.size() != 2) return 2;
+    uint64_t id = nums[0];
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(nums[1]);
+    std::mt19937_64 rng(id);
+    struct Obj {
+      void* p;
+      uint64_t i;
+      size_t size;
+    };
+    std::vector<Obj> live;
+    uint64_t allocs = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      for (int k = 0; k < 1000; ++k) {
+        if (live.size() < 2000 && (live.empty() || rng() % 2 == 0)) {
+          size_t size = 8 + rng() % 600;
+          if (rng() % 64 == 0) size = 2000 + rng() % 30000;
+          void* p = r.alloc(size);
+          if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc failed"), "churn");
+          fill_object(p, id, allocs, size);
+          live.push_back({p, allocs++, size});
+        } else {
+          size_t k2 = rng() % live.size();
+          if (!object_ok(live[k2].p, id, live[k2].i, live[k2].size)) {
+            std::fprintf(stderr, "churn %lu: object %lu corrupt\n", id, live[k2].i);
+            return 1;
+          }
+          r.free(live[k2].p);
+          live[k2] = live.back();
+          live.pop_back();
+        }
+      }
+    }
+    for (const Obj& o : live) {
+      if (!object_ok(o.p, id, o.i, o.size)) return 1;
+      r.free(o.p);
+    }
+    std::printf("allocations %lu lease_calls %lu sessions %lu\n", allocs, (*client)->lease_calls(),
+                (*client)->sessions_opened());
+    return 0;
+  }
+
+  if (nums.size() != 3) return 2;
+  uint64_t id = nums[0], count = nums[1];
+  size_t size = nums[2];
+  bool created = false;
+  std::string board_name = "board-" + std::to_string(id);
+  auto* board = static_cast<uint64_t*>(r.root_bytes(board_name, count * sizeof(uint64_t), &created));
+  if (board == nullptr) return fail(absl::ResourceExhaustedError("root"), "board");
+  if (job == "fill" || job == "hold") {
+    for (uint64_t i = 0; i < count; ++i) {
+      void* p = r.alloc(size);
+      if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc"), "fill");
+      fill_object(p, id, i, size);
+      board[i] = r.offset_of(p) + 1;  // published: 0 means none
+    }
+    if (job == "hold") {
+      std::printf("ready\n");
+      std::fflush(stdout);
+      for (;;) pause();
+    }
+    return 0;
+  }
+  if (job == "verify" || job == "free") {
+    for (uint64_t i = 0; i < count; ++i) {
+      if (board[i] == 0) {
+        std::fprintf(stderr, "board-%lu[%lu] unpublished\n", id, i);
+        return 1;
+      }
+      void* p = r.at(board[i] - 1);
+      if (!object_ok(p, id, i, size) || r.size(p) < size) {
+        std::fprintf(stderr, "board-%lu[%lu] corrupt\n", id, i);
+        return 1;
+      }
+    }
+    if (job == "free") {
+      for (uint64_t i = 0; i < count; ++i) {
+        r.free(r.at(board[i] - 1));
+        board[i] = 0;
+      }
+    }
+    return 0;
+  }
+  return 2;
+}
