@@ -10,9 +10,10 @@ build: setup
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-# Until the daemon exists, `make run` runs the example program on the heap.
+# The daemon with its embedded defaults (socket ./run/memd.sock or under
+# $XDG_RUNTIME_DIR, data in ./run/data); Ctrl-C stops it cleanly.
 run: build
-	./build/release/examples/heap_tour
+	./build/release/daemon/memd
 
 test: build
 	ctest --preset release -j $(JOBS)

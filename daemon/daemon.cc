@@ -54,11 +54,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
   if (d->server_ == nullptr) return absl::InternalError("gRPC server did not start");
   absl::StatusOr<std::unique_ptr<Listener>> l =
       Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
-  if (!l.ok()) {
-    d->server_->Shutdown();
-    d->regions_.close_all(false);
-    return l.status();
-  }
+  if (!l.ok()) return l.status();  // ~Daemon stops what started
   d->listener_ = std::move(*l);
   log_info("memd ", d->state_.daemon_id, " serving on ", d->config_.socket_path, ", data in ", d->config_.data_dir,
            ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients");
@@ -68,14 +64,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
-  log_info("shutting down");
-  listener_->stop();
-  sessions_->shutting_down();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server_->Wait();
+  bool serving = listener_ != nullptr;
+  if (serving) {
+    log_info("shutting down");
+    listener_->stop();
+  }
+  if (sessions_) sessions_->shutting_down();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
   listener_.reset();
-  regions_.close_all(config_.checkpoint_on_exit);
-  log_info("stopped");
+  // A daemon that never served leaves its regions as it found them (a
+  // checkpoint is harmless, but nothing has changed).
+  regions_.close_all(serving && config_.checkpoint_on_exit);
+  if (serving) log_info("stopped");
 }
 
 Daemon::~Daemon() { stop(); }

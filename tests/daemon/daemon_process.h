@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +74,8 @@ class DaemonProcess {
     const char* base = getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/memd-daemon-XXXXXX";
     dir_ = mkdtemp(tmpl.data()) ? tmpl : "";
+    // Other users reach the socket (their requests are judged by the daemon).
+    chmod(dir_.c_str(), 0755);
     static int counter = 0;
     ns_ = "t" + std::to_string(getpid()) + "-" + std::to_string(counter++);
     start();

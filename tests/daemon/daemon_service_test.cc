@@ -1,50 +1,26 @@
 // memd serving real client processes: regions shared through the daemon,
-// clients killed while holding leases, bad requests.
+// many clients at once, read-only attachments, drains, and the daemon's
+// command line.
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <cstdio>
-
-#include "client/daemon_client.h"
-#include "client/daemon_connection.h"
-#include "tests/daemon/daemon_process.h"
+#include "client/region_impl.h"
+#include "tests/daemon/raw_session.h"
+#include "tests/daemon/test_util.h"
 
 namespace memd {
 namespace {
 
-using testing::DaemonProcess;
-using testing::spawn_process;
-using testing::wait_exit;
+using namespace memd::testing;
 
-std::unique_ptr<Client> connect_to(const DaemonProcess& d) {
-  ClientOptions o;
-  o.socket = d.socket();
-  o.program = "daemon_service_test";
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::connect(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
-
-OpenOptions shm_options() {
-  OpenOptions o;
-  o.discipline = Discipline::kShm;
-  o.max_bytes = size_t{256} << 20;
-  return o;
-}
-
-int run_client(const DaemonProcess& d, std::vector<std::string> args) {
-  std::vector<std::string> argv = {TEST_CLIENT};
-  // options first, then socket
-  size_t opts = 0;
-  while (opts < args.size() && args[opts].rfind("--", 0) == 0) {
-    argv.push_back(args[opts]);
-    if (args[opts] == "--uid" || args[opts] == "--mode") argv.push_back(args[++opts]);
-    ++opts;
+uint64_t blocks_of(Region& r, pid_t pid) {
+  const heap::Region& hr = r.impl()->region;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
+    const heap::LeaseSlot& l = hr.leases[i];
+    if (l.state.load() == heap::LeaseState::kActive && l.pid == pid) n += l.blocks.load();
   }
-  argv.push_back(d.socket());
-  argv.insert(argv.end(), args.begin() + static_cast<long>(opts), args.end());
-  pid_t pid = spawn_process(argv, d.dir() + "/clients.log");
-  return wait_exit(pid);
+  return n;
 }
 
 TEST(DaemonService, ClientsShareARegionThroughTheDaemon) {
@@ -52,27 +28,163 @@ TEST(DaemonService, ClientsShareARegionThroughTheDaemon) {
   ASSERT_TRUE(d.running()) << d.log();
   std::unique_ptr<Client> c = connect_to(d);
   ASSERT_NE(c, nullptr);
-  absl::StatusOr<std::unique_ptr<Region>> r = c->open("shared", shm_options());
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("shared", region_options());
   ASSERT_TRUE(r.ok()) << r.status();
-  // Four processes allocate and publish; this one reads what they wrote.
+  // Four processes allocate and publish; others read and free what they left.
   std::vector<pid_t> kids;
-  for (int id = 1; id <= 4; ++id) {
-    kids.push_back(spawn_process({TEST_CLIENT, d.socket(), "shared", "fill", std::to_string(id), "500", "100"},
-                                 d.dir() + "/clients.log"));
-  }
-  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0) << d.log();
-  for (int id = 1; id <= 4; ++id) {
-    EXPECT_EQ(run_client(d, {"shared", "verify", std::to_string(id), "500", "100"}), 0);
-  }
-  // Objects of dead processes are freed by a live one.
-  for (int id = 1; id <= 4; ++id) {
-    EXPECT_EQ(run_client(d, {"shared", "free", std::to_string(id), "500", "100"}), 0);
-  }
+  for (int id = 1; id <= 4; ++id) kids.push_back(start_client(d, {}, {"shared", "fill", std::to_string(id), "500", "100"}));
+  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0) << read_file(d.dir() + "/clients.log");
+  for (int id = 1; id <= 4; ++id) EXPECT_EQ(run_client(d, {}, {"shared", "verify", std::to_string(id), "500", "100"}), 0);
+  for (int id = 1; id <= 4; ++id) EXPECT_EQ(run_client(d, {}, {"shared", "free", std::to_string(id), "500", "100"}), 0);
   EXPECT_TRUE((*r)->check().ok());
+  // This process reads an object another wrote, by offset.
+  EXPECT_EQ(run_client(d, {}, {"shared", "fill", "9", "1", "64"}), 0);
+  auto* board = static_cast<uint64_t*>((*r)->find_bytes("board-9"));
+  ASSERT_NE(board, nullptr);
+  ASSERT_NE(board[0], 0u);
+  EXPECT_EQ(static_cast<unsigned char*>((*r)->at(board[0] - 1))[0], static_cast<unsigned char>(9 * 131));
   void* p = (*r)->alloc(64);
   ASSERT_NE(p, nullptr);
   (*r)->free(p);
   EXPECT_GT(c->lease_calls(), 0u);
+}
+
+TEST(DaemonService, ManyClientsAtOnce) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  constexpr int kClients = 16;
+  std::vector<pid_t> kids;
+  for (int id = 1; id <= kClients; ++id) {
+    kids.push_back(start_client(d, {}, {"crowd", "fill", std::to_string(id), "2000", std::to_string(16 + id * 24)}));
+  }
+  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0) << read_file(d.dir() + "/clients.log");
+  for (int id = 1; id <= kClients; ++id) {
+    EXPECT_EQ(run_client(d, {}, {"crowd", "verify", std::to_string(id), "2000", std::to_string(16 + id * 24)}), 0);
+  }
+  RawSession admin(d.socket());
+  grpc::ClientContext ctx;
+  v1::CheckRequest req;
+  v1::CheckResponse resp;
+  ASSERT_TRUE(admin.admin->Check(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.results_size(), 1);
+  EXPECT_TRUE(resp.results(0).ok()) << resp.results(0).message();
+  v1::RegionInfo info;
+  ASSERT_TRUE(admin.stat("crowd", &info).ok());
+  EXPECT_EQ(info.objects(), uint64_t{kClients} * 2000 + kClients);  // the objects and each board
+}
+
+TEST(DaemonService, ReadOnlyAttachmentSeesDataAndLeasesNothing) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  ASSERT_EQ(run_client(d, {}, {"ro", "fill", "1", "100", "50"}), 0);
+  std::unique_ptr<Client> c = connect_to(d);
+  OpenOptions o = region_options();
+  o.read_only = true;
+  o.create = false;
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("ro", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->read_only());
+  auto* board = static_cast<uint64_t*>((*r)->find_bytes("board-1"));
+  ASSERT_NE(board, nullptr);
+  EXPECT_EQ(static_cast<unsigned char*>((*r)->at(board[5] - 1))[0], static_cast<unsigned char>(131 + 35));
+  errno = 0;
+  EXPECT_EQ((*r)->alloc(16), nullptr);
+  EXPECT_EQ(errno, EROFS);
+}
+
+TEST(DaemonService, DrainTakesBackSpareBlocks) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::unique_ptr<Client> c = connect_to(d);
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("drained", region_options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Objects of many classes: blocks come in batches, spares wait in the stash.
+  std::vector<void*> objs;
+  for (int i = 0; i < 20000; ++i) objs.push_back((*r)->alloc(16 + (i % 60) * 8));
+  for (void* p : objs) (*r)->free(p);
+  uint64_t before = blocks_of(**r, getpid());
+  ASSERT_GT(before, 0u);
+  RawSession admin(d.socket());
+  grpc::ClientContext ctx;
+  v1::DrainRequest req;
+  req.set_pid(getpid());
+  v1::DrainResponse resp;
+  grpc::Status s = admin.admin->Drain(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.sessions(), 2u);  // this process has two sessions: the Client's and the raw one
+  EXPECT_TRUE(eventually([&] { return blocks_of(**r, getpid()) < before; }))
+      << "before " << before << ", now " << blocks_of(**r, getpid());
+  EXPECT_TRUE((*r)->check().ok());
+  // Unknown pid: NOT_FOUND.
+  grpc::ClientContext ctx2;
+  req.set_pid(999999);
+  EXPECT_EQ(admin.admin->Drain(&ctx2, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(DaemonService, ListsClientsAndStats) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::unique_ptr<Client> c = connect_to(d);
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("listed", region_options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_NE((*r)->alloc(100), nullptr);
+  RawSession admin(d.socket());
+  grpc::ClientContext ctx;
+  v1::ListClientsResponse clients;
+  ASSERT_TRUE(admin.admin->ListClients(&ctx, v1::ListClientsRequest(), &clients).ok());
+  bool found = false;
+  for (const v1::ClientInfo& ci : clients.clients()) {
+    if (ci.pid() != getpid() || ci.leases_size() != 1) continue;
+    found = true;
+    EXPECT_EQ(ci.program(), "daemon test");
+    EXPECT_EQ(ci.leases(0).region(), "listed");
+    EXPECT_GT(ci.leases(0).blocks(), 0u);
+  }
+  EXPECT_TRUE(found);
+  grpc::ClientContext ctx2;
+  v1::StatsResponse stats;
+  ASSERT_TRUE(admin.admin->Stats(&ctx2, v1::StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.regions(), 1u);
+  EXPECT_EQ(stats.sessions(), 2u);
+  EXPECT_GT(stats.rpcs(), 2u);
+}
+
+// --- the command line ---
+
+int run_memd(const std::vector<std::string>& args, const std::string& out) {
+  std::vector<std::string> argv = {MEMD_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return wait_exit(spawn_process(argv, out));
+}
+
+TEST(DaemonCommandLine, HelpConfigFileAndErrors) {
+  DaemonProcess d;  // for its directory
+  std::string out = d.dir() + "/cli.out";
+  EXPECT_EQ(run_memd({"--help"}, out), 0);
+  EXPECT_NE(read_file(out).find("usage: memd"), std::string::npos);
+  EXPECT_NE(read_file(out).find("--data-dir"), std::string::npos);
+
+  std::string conf = d.dir() + "/memd.conf";
+  std::ofstream(conf) << "# test\nregion-bytes = 64M\nlog-level=warning\n";
+  std::string out2 = d.dir() + "/cli2.out";
+  EXPECT_EQ(run_memd({"--config", conf, "--region-clients", "8", "--print-config"}, out2), 0);
+  std::string printed = read_file(out2);
+  EXPECT_NE(printed.find("region-bytes = 67108864"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("region-clients = 8"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("log-level = warning"), std::string::npos) << printed;
+
+  std::string out3 = d.dir() + "/cli3.out";
+  EXPECT_EQ(run_memd({"--bogus", "1"}, out3), 2);
+  EXPECT_NE(read_file(out3).find("unknown setting \"bogus\""), std::string::npos) << read_file(out3);
+  std::string out4 = d.dir() + "/cli4.out";
+  EXPECT_EQ(run_memd({"--region-bytes", "lots"}, out4), 2);
+  EXPECT_NE(read_file(out4).find("bad value \"lots\""), std::string::npos) << read_file(out4);
+
+  // A second daemon on the same socket refuses to start.
+  std::string out5 = d.dir() + "/cli5.out";
+  EXPECT_EQ(run_memd({"--socket", d.socket(), "--data-dir", d.dir() + "/data2"}, out5), 1);
+  EXPECT_NE(read_file(out5).find("another memd already serves"), std::string::npos) << read_file(out5);
+  EXPECT_TRUE(socket_answers(d.socket()));
 }
 
 }  // namespace

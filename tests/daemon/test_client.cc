@@ -4,6 +4,8 @@
 //
 //   test_client SOCKET REGION fill ID COUNT SIZE      allocate, publish on root board-ID
 //   test_client SOCKET REGION hold ID COUNT SIZE      fill, print "ready", sleep until killed
+//   test_client SOCKET REGION hold-half ID COUNT SIZE  fill, free every odd object, then as hold
+//   test_client SOCKET REGION verify-half ID COUNT SIZE  verify the even objects only
 //   test_client SOCKET REGION verify ID COUNT SIZE    check board-ID's objects
 //   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
@@ -126,22 +128,29 @@ int main(int argc, char** argv) {
   std::string board_name = "board-" + std::to_string(id);
   auto* board = static_cast<uint64_t*>(r.root_bytes(board_name, count * sizeof(uint64_t), &created));
   if (board == nullptr) return fail(absl::ResourceExhaustedError("root"), "board");
-  if (job == "fill" || job == "hold") {
+  bool half = job == "hold-half" || job == "verify-half";
+  if (job == "fill" || job == "hold" || job == "hold-half") {
     for (uint64_t i = 0; i < count; ++i) {
       void* p = r.alloc(size);
       if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc"), "fill");
       fill_object(p, id, i, size);
       board[i] = r.offset_of(p) + 1;  // published: 0 means none
     }
-    if (job == "hold") {
+    if (half) {
+      for (uint64_t i = 1; i < count; i += 2) {
+        r.free(r.at(board[i] - 1));
+        board[i] = 0;
+      }
+    }
+    if (job != "fill") {
       std::printf("ready\n");
       std::fflush(stdout);
       for (;;) pause();
     }
     return 0;
   }
-  if (job == "verify" || job == "free") {
-    for (uint64_t i = 0; i < count; ++i) {
+  if (job == "verify" || job == "verify-half" || job == "free") {
+    for (uint64_t i = 0; i < count; i += half ? 2 : 1) {
       if (board[i] == 0) {
         std::fprintf(stderr, "board-%lu[%lu] unpublished\n", id, i);
         return 1;

@@ -1,0 +1,172 @@
+// Processes die: a client killed with SIGKILL while it holds leases, the
+// daemon killed (and restarted) under load, and a clean shutdown and
+// restart of file regions.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "client/region_impl.h"
+#include "tests/daemon/raw_session.h"
+#include "tests/daemon/test_util.h"
+
+namespace memd {
+namespace {
+
+using namespace memd::testing;
+
+bool holds_lease(Region& r, pid_t pid) {
+  const heap::Region& hr = r.impl()->region;
+  for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
+    if (hr.leases[i].state.load() != heap::LeaseState::kFree && hr.leases[i].pid == pid) return true;
+  }
+  return false;
+}
+
+bool check_all(const DaemonProcess& d, std::string* message) {
+  RawSession admin(d.socket());
+  grpc::ClientContext ctx;
+  RawSession::deadline(&ctx);
+  v1::CheckResponse resp;
+  grpc::Status s = admin.admin->Check(&ctx, v1::CheckRequest(), &resp);
+  if (!s.ok()) {
+    *message = s.error_message();
+    return false;
+  }
+  for (const v1::CheckResult& r : resp.results()) {
+    if (!r.ok()) {
+      *message = r.region() + ": " + r.message();
+      return false;
+    }
+  }
+  return resp.results_size() > 0;
+}
+
+TEST(DaemonFailure, KilledClientsLeasesAreReclaimedAndItsBlocksAdopted) {
+  for (Discipline disc : {Discipline::kShm, Discipline::kFile}) {
+    DaemonProcess d;
+    ASSERT_TRUE(d.running()) << d.log();
+    std::vector<std::string> opts;
+    if (disc == Discipline::kFile) opts.push_back("--file");
+    std::unique_ptr<Client> c = connect_to(d);
+    absl::StatusOr<std::unique_ptr<Region>> r = c->open("victims", region_options(disc));
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::string log = d.dir() + "/holder.log";
+    pid_t holder = start_client(d, opts, {"victims", "hold-half", "1", "3000", "48"}, log);
+    ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
+    ASSERT_TRUE(holds_lease(**r, holder));
+    RawSession admin(d.socket());
+    v1::RegionInfo before;
+    ASSERT_TRUE(admin.stat("victims", &before).ok());
+
+    auto killed_at = std::chrono::steady_clock::now();
+    kill(holder, SIGKILL);
+    EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
+    ASSERT_TRUE(eventually([&] { return !holds_lease(**r, holder); })) << d.log();
+    auto reclaimed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed_at);
+    std::printf("lease of the killed client reclaimed after %ld ms\n", static_cast<long>(reclaimed_ms.count()));
+
+    // Its objects are intact, and its blocks wait for adoption.
+    v1::RegionInfo after;
+    ASSERT_TRUE(admin.stat("victims", &after).ok());
+    EXPECT_GT(after.blocks_abandoned(), 0u);
+    EXPECT_EQ(after.objects(), before.objects());
+    EXPECT_EQ(run_client(d, opts, {"victims", "verify-half", "1", "3000", "48"}), 0);
+    // The next client of that size class adopts them (half empty) before
+    // taking fresh pages: 1000 more objects fit in the holes.
+    uint64_t pages_before = after.pages_in_use();
+    EXPECT_EQ(run_client(d, opts, {"victims", "fill", "2", "1000", "48"}), 0);
+    v1::RegionInfo adopted;
+    ASSERT_TRUE(admin.stat("victims", &adopted).ok());
+    EXPECT_EQ(adopted.objects(), after.objects() + 1000 + 1);
+    EXPECT_LE(adopted.pages_in_use(), pages_before + 2) << "the new objects went to fresh pages";  // + its board
+    std::string why;
+    EXPECT_TRUE(check_all(d, &why)) << why;
+    EXPECT_NE(d.log().find("exited: lease"), std::string::npos) << d.log();
+  }
+}
+
+// Every client runs an alloc/free/verify loop; the daemon is killed with
+// SIGKILL in the middle and started again on the same data. The clients
+// reconnect, resume their leases, keep going, and find every object intact.
+TEST(DaemonFailure, DaemonKilledAndRestartedUnderLoad) {
+  for (Discipline disc : {Discipline::kShm, Discipline::kFile}) {
+    DaemonProcess d;
+    ASSERT_TRUE(d.running()) << d.log();
+    std::vector<std::string> opts;
+    if (disc == Discipline::kFile) opts.push_back("--file");
+    // Published objects that must survive, from a client that has exited.
+    ASSERT_EQ(run_client(d, opts, {"busy", "fill", "7", "1000", "72"}), 0);
+    std::vector<pid_t> kids;
+    std::vector<std::string> logs;
+    for (int id = 1; id <= 3; ++id) {
+      logs.push_back(d.dir() + "/churn" + std::to_string(id) + ".log");
+      kids.push_back(start_client(d, opts, {"busy", "churn", std::to_string(id), "4"}, logs.back()));
+    }
+    // Let them get going, then kill the daemon and bring it back.
+    ASSERT_TRUE(eventually([&] { return d.log().find("session 4 opened") != std::string::npos; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    d.kill_hard();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    d.start();
+    ASSERT_TRUE(d.running()) << d.log();
+    for (size_t i = 0; i < kids.size(); ++i) {
+      EXPECT_EQ(wait_exit(kids[i]), 0) << read_file(logs[i]) << d.log();
+      // Each one reconnected: two sessions.
+      EXPECT_NE(read_file(logs[i]).find("sessions 2"), std::string::npos) << read_file(logs[i]);
+    }
+    EXPECT_NE(d.log().find("resumed its lease"), std::string::npos) << d.log();
+    EXPECT_EQ(run_client(d, opts, {"busy", "verify", "7", "1000", "72"}), 0);
+    std::string why;
+    EXPECT_TRUE(check_all(d, &why)) << why;
+    // The clients have exited; their leases were given back or reclaimed.
+    std::unique_ptr<Client> c = connect_to(d);
+    absl::StatusOr<std::unique_ptr<Region>> r = c->open("busy", region_options(disc));
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (pid_t k : kids) EXPECT_TRUE(eventually([&] { return !holds_lease(**r, k); })) << d.log();
+  }
+}
+
+// A client whose daemon restarts while it holds leases but makes no call
+// keeps its blocks; if it exits before coming back, the new daemon takes
+// its leases back.
+TEST(DaemonFailure, LeasesOfClientsThatExitWhileTheDaemonIsDownAreReclaimed) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::string log = d.dir() + "/holder.log";
+  pid_t holder = start_client(d, {"--file"}, {"orphaned", "hold", "1", "500", "40"}, log);
+  ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
+  d.kill_hard();
+  kill(holder, SIGSTOP);  // it cannot reconnect before we decide
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  EXPECT_NE(d.log().find("1 client(s) of the previous daemon still running"), std::string::npos) << d.log();
+  kill(holder, SIGKILL);
+  EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
+  std::unique_ptr<Client> c = connect_to(d);
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("orphaned", region_options(Discipline::kFile));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(eventually([&] { return !holds_lease(**r, holder); })) << d.log();
+  EXPECT_EQ(run_client(d, {"--file"}, {"orphaned", "verify", "1", "500", "40"}), 0);
+  std::string why;
+  EXPECT_TRUE(check_all(d, &why)) << why;
+}
+
+TEST(DaemonFailure, CleanShutdownKeepsFileRegionsForTheNextDaemon) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  ASSERT_EQ(run_client(d, {"--file"}, {"kept", "fill", "3", "2000", "200"}), 0);
+  EXPECT_EQ(d.stop(), 0);
+  EXPECT_NE(d.log().find("SIGTERM received"), std::string::npos);
+  EXPECT_NE(d.log().find("region \"kept\" closed"), std::string::npos) << d.log();
+  EXPECT_FALSE(socket_answers(d.socket()));
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  EXPECT_NE(d.log().find("region \"kept\" (file"), std::string::npos) << d.log();
+  EXPECT_EQ(run_client(d, {"--file"}, {"kept", "verify", "3", "2000", "200"}), 0);
+  std::string why;
+  EXPECT_TRUE(check_all(d, &why)) << why;
+}
+
+}  // namespace
+}  // namespace memd
