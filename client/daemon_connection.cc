@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/arena.h"
 #include "client/lease_service.h"
 
 namespace memd::client {
@@ -28,7 +29,28 @@ std::string program_name() {
   return slash != nullptr ? slash + 1 : buf;
 }
 
+// Fixed for the life of this program image (an exec makes a new one).
+uint64_t image_id() {
+  static const uint64_t id = random_secret() | 1;
+  return id;
+}
+
+std::atomic<void (*)()> guard_enter{nullptr};
+std::atomic<void (*)()> guard_leave{nullptr};
+
 }  // namespace
+
+void set_rpc_guard(void (*enter)(), void (*leave)()) {
+  guard_leave.store(leave);
+  guard_enter.store(enter);
+}
+
+RpcGuard::RpcGuard() {
+  if (auto f = guard_enter.load(std::memory_order_acquire)) f();
+}
+RpcGuard::~RpcGuard() {
+  if (auto f = guard_leave.load(std::memory_order_acquire)) f();
+}
 
 absl::Status from_grpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -70,6 +92,7 @@ absl::Status DaemonConnection::open_session() {
   hello->set_start_time(process_start_time(getpid()));
   hello->set_program(options_.program);
   hello->set_client_version(1);
+  hello->set_image_id(image_id());
   std::vector<RegionLink*> resumed;
   {
     std::lock_guard<std::mutex> g(links_mu_);

@@ -86,4 +86,14 @@ class DaemonConnection {
 
 absl::Status from_grpc(const grpc::Status& s);
 
+// Called around every call to the daemon, process-wide (the malloc shim uses
+// it to keep gRPC's own allocations out of the region being leased from).
+void set_rpc_guard(void (*enter)(), void (*leave)());
+struct RpcGuard {
+  RpcGuard();
+  ~RpcGuard();
+  RpcGuard(const RpcGuard&) = delete;
+  RpcGuard& operator=(const RpcGuard&) = delete;
+};
+
 }  // namespace memd::client

@@ -38,6 +38,7 @@ GrpcLeaseChannel::~GrpcLeaseChannel() {
 
 template <class Call>
 absl::Status GrpcLeaseChannel::invoke(Call call) {
+  RpcGuard guard;
   grpc::Status last;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     absl::StatusOr<DaemonConnection::Current> cur = connection_->current();

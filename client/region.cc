@@ -308,6 +308,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
     return fail(absl::ResourceExhaustedError(absl::StrCat("cannot format the region: ", std::strerror(errno))));
   }
   impl->region = attach_view(*impl->source);
+  // A new region has nothing to recover: not a crash to count.
+  impl->region.header->clean_close.store(1, std::memory_order_release);
   if (absl::Status s = take_ownership(impl.get()); !s.ok()) return fail(s);
   return std::unique_ptr<Region>(new Region(std::move(impl)));
 }

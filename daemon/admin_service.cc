@@ -47,10 +47,10 @@ grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest*
     absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> regions = named(state_, who.peer, req->region());
     if (!regions.ok()) return regions.status();
     for (auto& r : *regions) {
+      std::lock_guard<std::mutex> g(r->lock);
+      if (r->region == nullptr) continue;  // removed meanwhile
       v1::CheckResult* out = resp->add_results();
       out->set_region(r->record.name);
-      std::lock_guard<std::mutex> g(r->lock);
-      if (r->region == nullptr) continue;
       absl::Status s = r->region->check();
       out->set_ok(s.ok());
       out->set_message(s.ok() ? "ok" : std::string(s.message()));

@@ -56,6 +56,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   s->peer = peer;
   s->connection = connection;
   s->start_time = hello.start_time();
+  s->image_id = hello.image_id();
   s->program = hello.program().substr(0, 200);
   s->connected_ms = wall_ms();
   s->send = std::move(send);
@@ -80,6 +81,26 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
       break;
     }
     welcome->add_resumed_handles(handle);
+  }
+  // Leases the same process left under an earlier program image: exec
+  // replaced that image and its mappings, so nobody uses those blocks.
+  std::vector<Orphan> replaced;
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    if (it->pid == peer.pid && it->start_time == hello.start_time() && it->image_id != 0 &&
+        hello.image_id() != 0 && it->image_id != hello.image_id()) {
+      replaced.push_back(*it);
+      it = orphans_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!replaced.empty()) {
+    // Reclaimed by the reaper thread, outside this lock.
+    for (Orphan& o : replaced) {
+      o.start_time = 0;  // never alive again: the reaper takes it at once
+      orphans_.push_back(o);
+    }
+    wake_.notify_all();
   }
   sessions_[s->id] = s;
   sessions_total_.fetch_add(1);
@@ -186,7 +207,7 @@ void SessionTable::end(uint64_t id) {
     }
     // Reclaimed by the reaper (at once if the process is dead), unless the
     // process resumes the lease first; at shutdown the next daemon decides.
-    if (!shutting_down_) orphans_.push_back(Orphan{a.region, a.slot, s->peer.pid, s->start_time});
+    if (!shutting_down_) orphans_.push_back(Orphan{a.region, a.slot, s->peer.pid, s->start_time, s->image_id});
     a.region->attached.fetch_sub(1);
   }
   if (dead) wake_.notify_all();
@@ -194,7 +215,9 @@ void SessionTable::end(uint64_t id) {
 
 void SessionTable::adopt_orphans(const std::vector<KeptLease>& kept) {
   std::lock_guard<std::mutex> g(mu_);
-  for (const KeptLease& k : kept) orphans_.push_back(Orphan{k.region, k.lease.slot, k.lease.pid, k.lease.start_time});
+  for (const KeptLease& k : kept) {
+    orphans_.push_back(Orphan{k.region, k.lease.slot, k.lease.pid, k.lease.start_time, 0});
+  }
   wake_.notify_all();
 }
 
@@ -208,7 +231,7 @@ void SessionTable::reap_loop() {
   while (!stop_) {
     std::vector<Orphan> gone;
     for (auto it = orphans_.begin(); it != orphans_.end();) {
-      if (!alive(it->pid, it->start_time)) {
+      if (it->start_time == 0 || !alive(it->pid, it->start_time)) {
         gone.push_back(*it);
         it = orphans_.erase(it);
       } else {
@@ -218,7 +241,7 @@ void SessionTable::reap_loop() {
     if (!gone.empty()) {
       g.unlock();
       for (const Orphan& o : gone) {
-        reclaim(o.region, o.slot, o.pid, "exited");
+        reclaim(o.region, o.slot, o.pid, o.start_time == 0 ? "replaced its program (exec)" : "exited");
         reclaimed_.fetch_add(1);
       }
       g.lock();

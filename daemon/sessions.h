@@ -40,6 +40,7 @@ struct Session {
   Peer peer;
   std::string connection;  // gRPC's name of the connection ("fd:12")
   uint64_t start_time = 0;
+  uint64_t image_id = 0;
   std::string program;
   uint64_t connected_ms = 0;
   std::atomic<uint64_t> rpcs{0};
@@ -87,6 +88,7 @@ class SessionTable {
     uint32_t slot;
     pid_t pid;
     uint64_t start_time;
+    uint64_t image_id;  // 0: unknown (kept from the previous daemon)
   };
   void reap_loop();
   void reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why);

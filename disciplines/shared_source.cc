@@ -288,4 +288,14 @@ absl::Status SharedSource::lock_owner() {
   return absl::OkStatus();
 }
 
+bool SharedSource::remap_private_in_child() {
+  if (base_ == nullptr || fd_ < 0) {
+    errno = EBADF;
+    return false;
+  }
+  int prot = read_only_ ? PROT_READ : PROT_READ | PROT_WRITE;
+  void* p = mmap(base_, mapped_, prot, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd_, 0);
+  return p == base_;
+}
+
 }  // namespace memd::disciplines

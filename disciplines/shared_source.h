@@ -128,6 +128,14 @@ class SharedSource final : public heap::MemorySource {
   // pmem pmem_persist on real pmem and pmem_msync elsewhere.
   bool persist(size_t offset, size_t len) override;
 
+  // In a child made by fork(): turns this process's mapping of the object
+  // into a private copy-on-write one at the same address, so that the child
+  // writing to objects it inherited does not change them under the parent
+  // (what fork promises for the rest of memory). The child sees the object
+  // as it is now, and pages it has not written still follow the object.
+  // No allocation (atfork handlers call it); false and errno on failure.
+  bool remap_private_in_child();
+
   // Set before map() to see kOpen. The handler must not allocate.
   void set_event_handler(SourceEventHandler handler, void* context) {
     handler_ = handler;

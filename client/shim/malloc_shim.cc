@@ -8,6 +8,9 @@
 //
 // Re-entry: the slow path sets a thread-local flag; a malloc made while it
 // is set (by a library the shim calls) is served by the bootstrap heap.
+//
+// Daemon mode (MEMD_REGION, daemon_mode.h): allocations go to a memd region
+// instead, except gRPC's own; frees find their heap by address.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include "client/diag.h"
 #include "client/process_heap.h"
 #include "client/shim/bootstrap_heap.h"
+#include "client/shim/daemon_mode.h"
 
 #define MEMD_EXPORT extern "C" __attribute__((visibility("default")))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -67,12 +71,16 @@ void* alloc_slow(size_t size, size_t align, bool zero) {
   return zero ? h->alloc_zeroed(size) : h->alloc(size);
 }
 
+using memd::client::shim::region_heap_for_alloc;
+
 inline void* alloc(size_t size) {
+  if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc(size);
   if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
   return alloc_slow(size, 0, false);
 }
 
 inline void* alloc_aligned(size_t size, size_t align) {
+  if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc_aligned(size, align);
   if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_aligned(size, align);
   return alloc_slow(size, align, false);
 }
@@ -93,6 +101,7 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
     return;
   }
   if (memd::client::bootstrap_contains(p)) return;
+  if (memd::client::shim::free_if_region(p)) return;
   report(FreeStatus::kInvalid, "free", p, caller);
 }
 
@@ -133,6 +142,7 @@ MEMD_EXPORT void* calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
+  if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc_zeroed(total);
   if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_zeroed(total);
   return alloc_slow(total, 0, true);
 }
@@ -163,6 +173,18 @@ MEMD_EXPORT void* realloc(void* p, size_t size) {
   if (memd::client::bootstrap_contains(p)) {
     void* q = alloc(size);
     if (q != nullptr) std::memcpy(q, p, std::min(size, memd::client::bootstrap_size(p)));
+    return q;
+  }
+  if (const memd_daemon_heap* r = memd::client::shim::daemon_heap.load(std::memory_order_acquire);
+      r != nullptr && r->contains(p)) {
+    if (region_heap_for_alloc() != nullptr && !memd::client::shim::forked_child) return r->resize(p, size);
+    // A thread that may not use the region (or a forked child): a copy in
+    // the process heap; the region's object is left (or freed) as free does.
+    void* q = alloc(size);
+    if (q != nullptr) {
+      std::memcpy(q, p, std::min(size, r->usable_size(p)));
+      memd::client::shim::free_if_region(p);
+    }
     return q;
   }
   report(FreeStatus::kInvalid, "realloc", p, __builtin_return_address(0));
@@ -225,11 +247,16 @@ MEMD_EXPORT size_t malloc_usable_size(void* p) {
     return h->usable_size(p);
   }
   if (memd::client::bootstrap_contains(p)) return memd::client::bootstrap_size(p);
+  if (const memd_daemon_heap* r = memd::client::shim::daemon_heap.load(std::memory_order_acquire);
+      r != nullptr && r->contains(p)) {
+    return r->usable_size(p);
+  }
   report(FreeStatus::kInvalid, "malloc_usable_size", p, __builtin_return_address(0));
   return 0;
 }
 
 MEMD_EXPORT int malloc_trim(size_t) {
+  if (auto* r = region_heap_for_alloc()) r->trim();
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a == nullptr) return 0;
   if (OwnerHeap* h = current_heap()) h->release_empty();

@@ -1,0 +1,52 @@
+/* The boundary between the malloc shim (libmemd-malloc.so) and its daemon
+ * link (libmemd-daemon-link.so), which the shim loads with dlopen only when
+ * MEMD_REGION asks for a daemon region, so that programs that do not ask
+ * never load gRPC. A plain C interface: the two libraries share no C++
+ * state (each carries its own copy of the heap code). */
+#ifndef MEMD_CLIENT_SHIM_DAEMON_LINK_H_
+#define MEMD_CLIENT_SHIM_DAEMON_LINK_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The shim's side: the link brackets every call it makes to the daemon, so
+ * that memory gRPC allocates meanwhile (on this thread, or on threads
+ * created meanwhile) comes from the process-local heap, never from the
+ * region whose lease is being asked for. */
+struct memd_daemon_link_hooks {
+  void (*enter_private)(void);
+  void (*leave_private)(void);
+};
+
+/* The link's side: the region heap. free returns 0 if p was not the
+ * region's (nothing done). */
+struct memd_daemon_heap {
+  void* (*alloc)(size_t size);
+  void* (*alloc_aligned)(size_t size, size_t align);
+  void* (*alloc_zeroed)(size_t size);
+  void* (*resize)(void* p, size_t size);
+  int (*free)(void* p);
+  size_t (*usable_size)(const void* p);
+  int (*contains)(const void* p);
+  void (*trim)(void);
+  /* In a forked child: makes the region's mapping private copy-on-write, as
+   * fork makes the rest of memory. 0 on success. No allocation. */
+  int (*fork_child)(void);
+};
+
+/* Connects to memd ($MEMD_SOCKET or the default socket) and opens (creating
+ * it if needed) the region named `region`. 0 on success; else -1 and a
+ * message in `error`. */
+typedef int (*memd_daemon_link_open_fn)(const char* region, const struct memd_daemon_link_hooks* hooks,
+                                        struct memd_daemon_heap* heap, char* error, size_t error_size);
+int memd_daemon_link_open(const char* region, const struct memd_daemon_link_hooks* hooks,
+                          struct memd_daemon_heap* heap, char* error, size_t error_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

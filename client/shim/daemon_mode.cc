@@ -1,0 +1,127 @@
+#include "client/shim/daemon_mode.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#define MEMD_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace memd::client::shim {
+
+std::atomic<const memd_daemon_heap*> daemon_heap{nullptr};
+__thread int tl_private __attribute__((tls_model("initial-exec"))) = 0;
+bool forked_child = false;
+
+namespace {
+
+memd_daemon_heap heap_storage;
+
+void enter_private() { ++tl_private; }
+void leave_private() { --tl_private; }
+
+void say(const char* a, const char* b, const char* c) {
+  char line[512];
+  int n = std::snprintf(line, sizeof line, "memd: %s%s%s\n", a, b, c);
+  if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(std::min(n, int(sizeof line) - 1)));
+}
+
+// The child is one thread: the forking one. From here on it, and every
+// thread it makes, uses the process heap.
+void child_after_fork() {
+  tl_private = 1;
+  // A grandchild inherits its parent's private mapping as fork does any.
+  if (forked_child) return;
+  forked_child = true;
+  // The heap the parent shares with other processes must not be written by
+  // the child as if it were the child's own copy of memory.
+  if (heap_storage.fork_child() != 0) say("fork: cannot make the region private in the child; ", "its writes to inherited objects reach the parent", "");
+}
+
+// Where the link library is: beside this one, unless MEMD_DAEMON_LINK says.
+bool link_path(char* out, size_t size) {
+  if (const char* p = std::getenv("MEMD_DAEMON_LINK"); p != nullptr && *p != '\0') {
+    std::snprintf(out, size, "%s", p);
+    return true;
+  }
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&link_path), &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  int dir = slash != nullptr ? static_cast<int>(slash - info.dli_fname) : 0;
+  std::snprintf(out, size, "%.*s%slibmemd-daemon-link.so", dir, info.dli_fname, slash != nullptr ? "/" : "");
+  return true;
+}
+
+// Before main: a program's heap is in the region from its first line (what
+// the loader and libc allocated earlier stays in the process heap).
+__attribute__((constructor)) void start_daemon_mode() {
+  const char* region = std::getenv("MEMD_REGION");
+  if (region == nullptr || *region == '\0') return;
+  bool required = std::getenv("MEMD_REGION_REQUIRED") != nullptr;
+  enter_private();
+  char path[1024], error[512] = "";
+  memd_daemon_link_hooks hooks{enter_private, leave_private};
+  int rc = -1;
+  if (!link_path(path, sizeof path)) {
+    std::snprintf(error, sizeof error, "cannot find libmemd-daemon-link.so");
+  } else if (void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); lib == nullptr) {
+    std::snprintf(error, sizeof error, "%s", dlerror());
+  } else if (auto open = reinterpret_cast<memd_daemon_link_open_fn>(dlsym(lib, "memd_daemon_link_open"));
+             open == nullptr) {
+    std::snprintf(error, sizeof error, "%s has no memd_daemon_link_open", path);
+  } else {
+    rc = open(region, &hooks, &heap_storage, error, sizeof error);
+  }
+  leave_private();
+  if (rc != 0) {
+    char line[700];
+    std::snprintf(line, sizeof line, "MEMD_REGION=%s%s%s", region, required ? ": " : " not used: ", error);
+    say(line, required ? "" : " (the process heap is used instead)", "");
+    if (required) std::abort();
+    return;
+  }
+  pthread_atfork(nullptr, nullptr, child_after_fork);
+  daemon_heap.store(&heap_storage, std::memory_order_release);
+}
+
+struct ThreadStart {
+  void* (*fn)(void*);
+  void* arg;
+};
+
+void* start_private(void* p) {
+  ThreadStart s = *static_cast<ThreadStart*>(p);
+  delete static_cast<ThreadStart*>(p);
+  tl_private = 1;  // for the thread's whole life
+  return s.fn(s.arg);
+}
+
+}  // namespace
+
+bool free_if_region(void* p) {
+  const memd_daemon_heap* h = daemon_heap.load(std::memory_order_acquire);
+  if (h == nullptr || h->contains(p) == 0) return false;
+  if (!forked_child) h->free(p);
+  return true;
+}
+
+}  // namespace memd::client::shim
+
+using memd::client::shim::tl_private;
+
+// Threads made while the creating thread may not use the region (gRPC's, in
+// daemon mode) may not either.
+MEMD_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
+  using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static Create real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+  if (tl_private == 0) return real(thread, attr, fn, arg);
+  auto* start = new (std::nothrow) memd::client::shim::ThreadStart{fn, arg};
+  if (start == nullptr) return EAGAIN;
+  int rc = real(thread, attr, memd::client::shim::start_private, start);
+  if (rc != 0) delete start;
+  return rc;
+}
