@@ -428,6 +428,16 @@ TEST_F(MemdctlTest, StatsCountsTheOpenSessions) {
   EXPECT_FALSE(stats.daemon_id().empty());
 }
 
+// memd serves the standard grpc.health.v1 service.
+TEST_F(MemdctlTest, HealthSaysServing) {
+  Result r = memdctl({"health"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "SERVING\n");
+  Result json = memdctl({"--json", "health"});
+  ASSERT_EQ(json.exit_code, 0) << json;
+  EXPECT_NE(json.out.find("\"SERVING\""), std::string::npos) << json;
+}
+
 TEST_F(MemdctlTest, RemoveDeletesARegionNoClientHasAttached) {
   std::unique_ptr<Client> client = connect();
   ASSERT_NE(client, nullptr);

@@ -32,6 +32,7 @@ constexpr CommandSpec kCommands[] = {
     {Command::kDrain, "drain", "", "PID [--region NAME]", 1, 1,
      "ask a process (0: every process) to give back its spare blocks"},
     {Command::kStats, "stats", "", "", 0, 0, "the daemon's statistics"},
+    {Command::kHealth, "health", "", "", 0, 0, "the daemon's grpc.health.v1 status (exit 1 unless SERVING)"},
     {Command::kRemove, "remove", "", "REGION", 1, 1, "delete a region no client has attached"},
 };
 

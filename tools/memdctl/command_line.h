@@ -12,7 +12,7 @@
 
 namespace memd::memdctl {
 
-enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kRemove };
+enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove };
 
 struct CommandLine {
   std::string socket;  // empty: memd::Client::default_socket()

@@ -140,6 +140,18 @@ Outcome stats_command(const CommandLine& command_line, DaemonCalls& calls) {
   return print_answer(command_line, response, [&] { return describe_fields(response); });
 }
 
+Outcome health_command(const CommandLine& command_line, DaemonCalls& calls) {
+  grpc::health::v1::HealthCheckResponse response;
+  if (grpc::Status s = calls.health(&response); !s.ok()) return {s};
+  Outcome outcome = print_answer(command_line, response, [&] {
+    return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) + "\n";
+  });
+  if (outcome.call.ok() && response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    outcome.exit_code = kExitCheckFailed;
+  }
+  return outcome;
+}
+
 Outcome remove_command(const CommandLine& command_line, DaemonCalls& calls) {
   v1::RemoveRegionResponse response;
   if (grpc::Status s = calls.remove_region(command_line.args[0], &response); !s.ok()) return {s};
@@ -158,6 +170,7 @@ Outcome run_command(const CommandLine& command_line, DaemonCalls& calls) {
     case Command::kCompact: return compact_command(command_line, calls);
     case Command::kDrain: return drain_command(command_line, calls);
     case Command::kStats: return stats_command(command_line, calls);
+    case Command::kHealth: return health_command(command_line, calls);
     case Command::kRemove: return remove_command(command_line, calls);
   }
   return {grpc::Status(grpc::StatusCode::INTERNAL, "unknown command")};

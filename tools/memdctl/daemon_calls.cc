@@ -54,6 +54,7 @@ DaemonCalls::DaemonCalls(const std::string& socket, std::chrono::milliseconds ti
   std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
   regions_ = v1::Regions::NewStub(channel);
   admin_ = v1::Admin::NewStub(channel);
+  health_ = grpc::health::v1::Health::NewStub(channel);
 }
 
 void DaemonCalls::set_deadline(grpc::ClientContext* context) const {
@@ -118,6 +119,12 @@ grpc::Status DaemonCalls::stats(v1::StatsResponse* out) {
   grpc::ClientContext context;
   set_deadline(&context);
   return admin_->Stats(&context, v1::StatsRequest(), out);
+}
+
+grpc::Status DaemonCalls::health(grpc::health::v1::HealthCheckResponse* out) {
+  grpc::ClientContext context;
+  set_deadline(&context);
+  return health_->Check(&context, grpc::health::v1::HealthCheckRequest(), out);
 }
 
 }  // namespace memd::memdctl

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::memdctl {
@@ -41,6 +42,7 @@ class DaemonCalls {
   grpc::Status drain(int32_t pid, const std::string& region, v1::DrainResponse* out);
   grpc::Status list_clients(v1::ListClientsResponse* out);
   grpc::Status stats(v1::StatsResponse* out);
+  grpc::Status health(grpc::health::v1::HealthCheckResponse* out);
 
  private:
   void set_deadline(grpc::ClientContext* context) const;
@@ -48,6 +50,7 @@ class DaemonCalls {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<v1::Regions::Stub> regions_;
   std::unique_ptr<v1::Admin::Stub> admin_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
 }  // namespace memd::memdctl
