@@ -55,18 +55,33 @@ void PageHeapOwner::init(heap::MemorySource* source, const heap::Region& r) {
   std::fill(std::begin(abandoned_), std::end(abandoned_), kNoPage);
 }
 
+namespace {
+// How far down an abandoned list acquire looks for a block with room, so
+// that a long list of full blocks never holds the lock for long.
+constexpr int kAdoptionScan = 16;
+}  // namespace
+
 PageIndex* PageHeapOwner::abandoned_list(PageKind kind, uint16_t cls) {
   return kind == PageKind::kLarge ? &abandoned_[heap::kMaxSegregatedClasses] : &abandoned_[cls];
 }
 
 AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId owner) {
   lock();
-  PageIndex* list = abandoned_list(kind, cls);
-  if (*list != kNoPage) {
-    // Adopt before taking fresh pages: reuses the free space of dead threads.
-    PageIndex p = *list;
+  // Adopt before taking fresh pages: reuses the free space of dead threads
+  // and processes. A segregated block that is full (and has no remote frees
+  // waiting) has none to give: adopting it would only cost its adopter
+  // another lease; it stays listed until frees reach it.
+  PageIndex* link = abandoned_list(kind, cls);
+  for (int looked = 0; *link != kNoPage && looked < kAdoptionScan; ++looked) {
+    PageIndex p = *link;
     BlockDesc& b = region_.block(p);
-    *list = b.next;
+    bool full = kind == PageKind::kSegregated && b.used * classes_.info(cls).size >= classes_.info(cls).end &&
+                b.remote_head.load(std::memory_order_acquire) == 0;
+    if (full) {
+      link = &b.next;
+      continue;
+    }
+    *link = b.next;
     b.prev = b.next = kNoPage;
     abandoned_count_.fetch_sub(1, std::memory_order_relaxed);
     unlock();

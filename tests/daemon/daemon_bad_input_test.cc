@@ -193,3 +193,31 @@ TEST_F(DaemonBadInput, RegionModesAreEnforcedForOtherUsers) {
 
 }  // namespace
 }  // namespace memd
+
+namespace memd {
+namespace {
+
+using namespace memd::testing;
+
+// A client may hold at most client-block-quota blocks of a region: beyond
+// that its leases are refused (RESOURCE_EXHAUSTED) and its allocations fail
+// with ENOMEM, while other clients go on.
+TEST(DaemonQuota, ClientBlockQuotaStopsOneClientOnly) {
+  DaemonProcess d({"--client-block-quota", "6"});
+  ASSERT_TRUE(d.running()) << d.log();
+  // 1000 objects of 200 bytes need far more than 6 blocks.
+  EXPECT_EQ(run_client(d, {}, {"quota", "fill", "1", "1000", "200"}),
+            client_status_exit(absl::StatusCode::kResourceExhausted));
+  // A small client fits.
+  EXPECT_EQ(run_client(d, {}, {"quota", "fill", "2", "10", "200"}), 0);
+  EXPECT_EQ(run_client(d, {}, {"quota", "verify", "2", "10", "200"}), 0);
+  RawSession s(d.socket());
+  grpc::ClientContext ctx;
+  v1::CheckResponse check;
+  ASSERT_TRUE(s.admin->Check(&ctx, v1::CheckRequest(), &check).ok());
+  ASSERT_EQ(check.results_size(), 1);
+  EXPECT_TRUE(check.results(0).ok()) << check.results(0).message();
+}
+
+}  // namespace
+}  // namespace memd
