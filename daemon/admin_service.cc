@@ -7,16 +7,12 @@
 #include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/handler.h"
+#include "daemon/clock.h"
 #include "daemon/log.h"
 
 namespace memd::daemon {
 namespace {
 
-uint64_t wall_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
 
 // The regions a request names (empty: all the caller may read).
 absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> named(DaemonState* state, const Peer& who,

@@ -9,19 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/arena.h"
+#include "daemon/clock.h"
 #include "daemon/log.h"
 
 namespace memd::daemon {
-namespace {
-
-uint64_t wall_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
-
-}  // namespace
-
 Daemon::Daemon(const DaemonConfig& config) : config_(config), catalog_(config.data_dir), regions_(config_, &catalog_) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {

@@ -9,17 +9,13 @@
 
 #include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/clock.h"
 #include "daemon/log.h"
 #include "disciplines/shared_source.h"
 
 namespace memd::daemon {
 namespace {
 
-uint64_t wall_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
 
 std::string octal(uint32_t mode) { return absl::StrCat("0", mode >> 6 & 7, mode >> 3 & 7, mode & 7); }
 

@@ -5,16 +5,12 @@
 #include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "client/lease_service.h"
+#include "daemon/clock.h"
 #include "daemon/log.h"
 
 namespace memd::daemon {
 namespace {
 
-uint64_t wall_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
 
 bool alive(pid_t pid, uint64_t start_time) { return client::process_start_time(pid) == start_time; }
 
