@@ -149,6 +149,29 @@ TEST(DaemonService, ListsClientsAndStats) {
   EXPECT_GT(stats.rpcs(), 2u);
 }
 
+// The README's walk-through: examples/notes from two processes at once, then
+// after a daemon restart.
+TEST(DaemonService, NotesExampleSharesAListAcrossProcessesAndRestarts) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::vector<std::string> env = {"MEMD_SOCKET=" + d.socket()};
+  std::string log = d.dir() + "/notes.log";
+  pid_t a = spawn_process({NOTES_BINARY, "add", "hello from one process"}, log, env);
+  pid_t b = spawn_process({NOTES_BINARY, "add", "and from another"}, log, env);
+  ASSERT_EQ(wait_exit(a), 0) << read_file(log);
+  ASSERT_EQ(wait_exit(b), 0) << read_file(log);
+  auto listed = [&](const std::string& out) {
+    return wait_exit(spawn_process({NOTES_BINARY, "list"}, out, env)) == 0 &&
+           read_file(out).find("] hello from one process\n") != std::string::npos &&
+           read_file(out).find("] and from another\n") != std::string::npos;
+  };
+  EXPECT_TRUE(listed(d.dir() + "/list1.out")) << read_file(d.dir() + "/list1.out");
+  EXPECT_EQ(d.stop(), 0);
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  EXPECT_TRUE(listed(d.dir() + "/list2.out")) << read_file(d.dir() + "/list2.out");
+}
+
 // --- the command line ---
 
 int run_memd(const std::vector<std::string>& args, const std::string& out) {
