@@ -1,7 +1,7 @@
 # Entry points for people and CI. Each target installs what it needs first.
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-asan test-tsan test-sanitizers bench bench-shared clean
+.PHONY: setup build run test test-asan test-tsan test-sanitizers bench bench-shared bench-daemon clean
 
 setup:
 	@bash tools/setup.sh
@@ -35,6 +35,9 @@ bench: build
 
 bench-shared: build
 	python3 bench/shared/run_shared.py --build build/release --rounds 5
+
+bench-daemon: build
+	python3 bench/daemon/run_daemon.py --build build/release
 
 clean:
 	rm -rf build

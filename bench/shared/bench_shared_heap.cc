@@ -5,6 +5,7 @@
 //                     [--procs N] [--pairs N] [--slots N] [--min-size B] [--max-size B]
 //                     [--seed S] [--dir DIR] [--heap-mib M]
 //                     [--pairs N [--max-seconds S] | --seconds S] [--go-at NS]
+//                     [--daemon-socket PATH] [--memd PATH]
 //   bench_shared_heap --list        # the allocators compiled in, one per line
 //
 // The parent creates the heap, then forks --procs workers. Each worker opens
@@ -27,6 +28,8 @@
 //       for fast ones, aiming at one read per ~100 us). So every worker runs
 //       through the whole window, and the sum of the workers' own rates is
 //       the rate of all of them working at once, however unequal the CPUs.
+// --daemon-socket and --memd are for the memd-daemon family (see
+// memd_daemon_heap.cc): a running memd to use, or the memd binary to start.
 // --go-at NS (CLOCK_MONOTONIC nanoseconds, as Python's time.monotonic_ns):
 // the parent releases its workers at that instant rather than as soon as they
 // are ready, so that separate runs started together share one window (a
@@ -47,6 +50,9 @@
 //   checksum          from sizes and tags (identical for every allocator with
 //                     the same --procs, --pairs, --slots and --seed, unless
 //                     capped; with --seconds it depends on the pairs done)
+//   remote_calls      calls for memory to a remote party (memd-daemon: lease
+//                     RPCs to the daemon) made by all workers in the timed
+//                     loop, -1 if the family cannot count them
 //   shared_check      ok when the objects the workers left live show up in the
 //                     parent's own view of the heap (so they really allocated
 //                     from the one segment), unknown when the family cannot tell
@@ -96,6 +102,8 @@ struct Options {
   double seconds = 0;      // > 0: fixed-window mode
   int64_t go_at_ns = 0;    // > 0: release the workers at this CLOCK_MONOTONIC instant
   bool pairs_given = false;
+  std::string daemon_socket;
+  std::string memd_binary;
 };
 
 // What the parent sends each worker to release it (8 bytes: the writes of
@@ -118,6 +126,7 @@ struct WorkerResult {
   uint64_t min_offset;
   uint64_t max_offset;
   int32_t capped;  // stopped by --max-seconds before --pairs
+  int64_t remote_calls;  // in the timed loop, -1: not counted
 };
 
 static_assert(std::chrono::steady_clock::is_steady);
@@ -215,6 +224,7 @@ void verify(const Slot& s) {
   GoMessage go{};
   if (!read_all(go_fd, &go, sizeof go)) _exit(1);  // the parent gave up
 
+  const int64_t calls_before = heap->remote_calls();
   res.start_ns = now_ns();
   uint64_t done = 0;
   if (o.seconds > 0) {
@@ -247,6 +257,8 @@ void verify(const Slot& s) {
     }
   }
   res.end_ns = now_ns();
+  const int64_t calls_after = heap->remote_calls();
+  res.remote_calls = calls_before < 0 ? -1 : calls_after - calls_before;
 
   for (const Slot& s : ring) {
     verify(s);
@@ -267,7 +279,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: bench_shared_heap --allocator NAME [--workload shared_small|persistent_small] [--procs N]\n"
                "       [--pairs N] [--slots N] [--min-size B] [--max-size B] [--seed S] [--dir DIR] [--heap-mib M]\n"
-               "       [--max-seconds S] [--seconds S] [--go-at NS]\n"
+               "       [--max-seconds S] [--seconds S] [--go-at NS] [--daemon-socket PATH] [--memd PATH]\n"
                "       bench_shared_heap --list\n");
   std::exit(2);
 }
@@ -312,6 +324,8 @@ Options parse(int argc, char** argv) {
       (a == "--seconds" ? o.seconds : o.max_seconds) = d;
     }
     else if (a == "--go-at") o.go_at_ns = static_cast<int64_t>(number());
+    else if (a == "--daemon-socket") o.daemon_socket = v;
+    else if (a == "--memd") o.memd_binary = v;
     else usage();
   }
   if (o.allocator.empty() || o.procs < 1 || o.slots < 1 || o.min_size < 8 || o.max_size < o.min_size) usage();
@@ -335,6 +349,8 @@ int run(const Options& o) {
   config.workers = o.procs;
   config.slots = o.slots;
   config.max_size = o.max_size;
+  config.daemon_socket = o.daemon_socket;
+  config.memd_binary = o.memd_binary;
   std::unique_ptr<Family> family = info->make(config);
   if (o.procs > family->max_workers())
     fail(o.allocator + " supports at most " + std::to_string(family->max_workers()) + " process(es)");
@@ -410,6 +426,7 @@ int run(const Options& o) {
   std::string worker_rates;
   bool tokens_ok = true;
   int capped = 0;
+  int64_t remote_calls = 0;
   for (const WorkerResult& w : results) {
     first_start = std::min(first_start, w.start_ns);
     last_start = std::max(last_start, w.start_ns);
@@ -429,6 +446,7 @@ int run(const Options& o) {
     worker_rates += buf;
     tokens_ok = tokens_ok && w.token == token;
     capped |= w.capped;
+    remote_calls = w.remote_calls < 0 || remote_calls < 0 ? -1 : remote_calls + w.remote_calls;
   }
   if (!tokens_ok) fail("a worker opened another heap than the one the parent created (token differs)");
   // Every live object holds at least its requested size, so the parent must
@@ -446,11 +464,12 @@ int run(const Options& o) {
       "sum_pairs_per_s=%.1f span_pairs_per_s=%.1f worker_pairs_per_s=%s ns_per_pair=%.2f overlap=%.3f "
       "first_start_ns=%" PRId64 " last_start_ns=%" PRId64 " first_end_ns=%" PRId64 " last_end_ns=%" PRId64
       " go_late_ns=%" PRId64 " checksum=%016" PRIx64 " live_bytes=%" PRIu64 " used_before=%" PRId64
-      " used_after=%" PRId64 " shared_check=%s offset_min=%" PRIu64 " offset_max=%" PRIu64 " capped=%d\n",
+      " used_after=%" PRId64 " shared_check=%s offset_min=%" PRIu64 " offset_max=%" PRIu64 " capped=%d"
+      " remote_calls=%" PRId64 "\n",
       o.allocator.c_str(), o.workload.c_str(), o.procs, window ? "window" : "pairs", o.seconds, total_pairs, span,
       window ? rate_sum : span_rate, rate_sum, span_rate, worker_rates.c_str(),
       ns_per_pair_sum / static_cast<double>(results.size()), overlap, first_start, last_start, first_end, last_end,
-      go_late_ns, checksum, live, used_before, used_after, shared_check, min_off, max_off, capped);
+      go_late_ns, checksum, live, used_before, used_after, shared_check, min_off, max_off, capped, remote_calls);
   return std::strcmp(shared_check, "FAIL") == 0 ? 1 : 0;
 }
 

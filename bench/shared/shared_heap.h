@@ -28,6 +28,8 @@ struct Config {
   int workers = 1;
   uint32_t slots = 0;  // ring size of each worker (pmemobj keeps its ring in the pool)
   uint32_t max_size = 0;  // largest object the loop asks for (--max-size)
+  std::string daemon_socket;  // memd-daemon: a running memd's socket (empty: start one)
+  std::string memd_binary;    // memd-daemon: the memd to start (empty: the one built with this program)
 };
 
 // One worker's handle on the heap. Used by one thread.
@@ -54,6 +56,9 @@ class Heap {
   // The value the creator stored in the heap: proves this worker opened the
   // very object the parent created.
   virtual uint64_t token() const = 0;
+  // Calls to a remote party for memory this worker has made so far (memd's
+  // lease RPCs to the daemon), -1 if the family cannot count them.
+  virtual int64_t remote_calls() const { return -1; }
 };
 
 class Family {
