@@ -1,5 +1,6 @@
 #include "client/leased_blocks.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "heap/remote_free.h"
@@ -51,19 +52,27 @@ void LeasedBlocks::release(PageIndex block) {
   heap::BlockDesc& b = region_.block(block);
   uint32_t list = list_of(b.kind, b.cls);
   Stash& s = stash_[list];
+  // Keep it: the next block of this class costs no round trip. It is
+  // disowned (by the thread heap); the stash takes it.
+  heap::set_owner(b, lease_.stash);
   pthread_mutex_lock(&lock_);
-  if (s.count < kStashMax) {
-    // Keep it: the next block of this class costs no round trip. It is
-    // disowned (by the thread heap); the stash takes it.
-    heap::set_owner(b, lease_.stash);
-    s.blocks[s.count] = block;
-    s.zeroed[s.count] = false;
-    ++s.count;
+  s.blocks[s.count] = block;
+  s.zeroed[s.count] = false;
+  ++s.count;
+  if (s.count < kStashMax + kReleaseBatch) {
     pthread_mutex_unlock(&lock_);
     return;
   }
+  // Too many spares: the oldest go back in one call (the newest, most
+  // likely still in cache, stay), and this class leases less next time.
+  PageIndex out[kReleaseBatch];
+  std::copy(s.blocks, s.blocks + kReleaseBatch, out);
+  std::copy(s.blocks + kReleaseBatch, s.blocks + s.count, s.blocks);
+  std::copy(s.zeroed + kReleaseBatch, s.zeroed + s.count, s.zeroed);
+  s.count -= kReleaseBatch;
+  s.batch = 2;
   pthread_mutex_unlock(&lock_);
-  (void)channel_->give_back(&block, 1);
+  (void)channel_->give_back(out, kReleaseBatch);
 }
 
 void LeasedBlocks::abandon(PageIndex block) {

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "client/lease_channel.h"
@@ -36,10 +37,17 @@ class LeasedBlocks final : public heap::BlockSource {
 
  private:
   static constexpr uint32_t kLists = heap::kMaxSegregatedClasses + 1;  // last: large blocks
-  static constexpr uint32_t kStashMax = 8;                             // empty blocks kept per list
+  // Spare blocks kept per list: up to kStashMax + kReleaseBatch - 1; at that
+  // many the oldest kReleaseBatch go back to the owner in one call (one call
+  // per block would cost a round trip for every block a thread heap empties).
+  static constexpr uint32_t kStashMax = 8;
+  static constexpr uint32_t kReleaseBatch = 16;
+  // A lease leaves at most kMaxLeaseBatch - 1 spares, and a release flushes
+  // as soon as the count reaches kStashMax + kReleaseBatch.
+  static constexpr uint32_t kStashCapacity = std::max(kMaxLeaseBatch, kStashMax + kReleaseBatch) + 1;
   struct Stash {
-    heap::PageIndex blocks[kMaxLeaseBatch + kStashMax];
-    bool zeroed[kMaxLeaseBatch + kStashMax];
+    heap::PageIndex blocks[kStashCapacity];
+    bool zeroed[kStashCapacity];
     uint32_t count = 0;
     uint32_t batch = 2;  // next lease size: doubles while the class keeps asking
   };

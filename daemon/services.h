@@ -33,10 +33,11 @@ struct DaemonState {
 
 grpc::Status to_grpc(const absl::Status& s);
 
-class SessionService final : public v1::Sessions::CallbackService {
+class SessionService final : public v1::Sessions::Service {
  public:
   explicit SessionService(DaemonState* state) : state_(state) {}
-  grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Open(grpc::CallbackServerContext* context) override;
+  grpc::Status Open(grpc::ServerContext* context,
+                    grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) override;
 
  private:
   DaemonState* state_;
