@@ -186,12 +186,11 @@ def _batching(doc):
             share = ratio(s["steady_other_calls"], s["steady_calls"])
             lines += [f"Why **{name}** misses the bar: {share * 100:.0f}% of its steady-state calls are not "
                       "Leases but Releases. `client/leased_blocks.cc` leases in batches (2, doubling up to 32 "
-                      "blocks) but keeps at most `kStashMax` = 8 empty blocks per size class and gives every "
-                      "further empty block back at once, **one block per Release RPC** (`give_back(&block, 1)`); "
-                      "the thread heap keeps only one empty large block of its own. With objects this large a "
-                      "block (20 pages) holds a handful of them, so the number of blocks in use wanders by more "
-                      "than 8 + 1 as the ring churns, and every step past the stash costs an RPC: blocks come in "
-                      "32 at a time and go back one at a time.", ""]
+                      "blocks per call) and keeps the empty blocks thread heaps give back in a per-class stash; when "
+                      "a stash reaches 24 blocks its oldest 16 go back in one Release and the next lease batch of "
+                      "that class starts again at 2. The thread heap keeps only one empty large block of its own. "
+                      "With objects this large a block (20 pages) holds a handful of them, so the number of blocks "
+                      "in use swings by more than the stash absorbs as the ring churns.", ""]
     return lines
 
 
@@ -246,21 +245,20 @@ def _findings(doc):
     lat = doc["latency"]
     slow = sum(v["over_50ms_total"] for v in lat.values() if not v["failed"])
     if slow:
-        lines += ["- **Stalls of up to ~100 ms in the daemon's gRPC server.** "
-                  f"{slow:,} calls over 50 ms in this run (see the latency table). Traced by hand on this machine "
-                  "(not by this script) with `strace -f` on memd during a 1-client run: the request reaches the "
-                  "daemon's socket and is not read until a thread named `nexting_thread` returns from a 100 ms "
-                  "`clock_nanosleep`. Those are gRPC 1.51's `CallbackAlternativeCQ` threads (grpc++ "
-                  "`completion_queue_cc.cc`), which the daemon gets because `Sessions.Open` uses the callback API "
-                  "while the unary services use the synchronous one: after a 1 s poll with nothing to do, each "
-                  "sleeps 100 ms, and a request that arrives while they sleep can wait until one wakes. With "
-                  "more clients than CPUs, queueing for the CPUs adds to it; the daemon's own work per call is "
-                  "small (compare `Admin.Stats`).", ""]
+        levels = [k.split("/")[1] for k, v in sorted(lat.items(), key=lambda kv: int(kv[0].split("/")[1]))
+                  if not v["failed"] and v["over_50ms_total"]]
+        lines += [f"- **Calls over 50 ms:** {slow:,} in this run, with {', '.join(levels)} concurrent clients "
+                  "(see the latency table). An earlier run (`daemon-2026-11-22.md`) had them at every concurrency, "
+                  "1 client and `Admin.Stats` included: gRPC 1.51's callback-API pollers (`nexting_thread`, which "
+                  "sleep 100 ms after an idle second) served the socket while `Sessions.Open` used the callback "
+                  "API; traced by hand with `strace -f` and `gdb` on memd. Sessions now run on a synchronous "
+                  "handler. Where they remain here, more client processes than the machine's CPUs share them "
+                  "with the daemon; this script does not establish their cause.", ""]
     for name, s in doc["batching"].items():
         if not s["failed"] and s["allocs_per_call"] is not None and s["allocs_per_call"] < _allocs_target(doc):
-            lines += [f"- **Releases are not batched** (`client/leased_blocks.cc`): in the {name} workload "
+            lines += [f"- **Releases** (`client/leased_blocks.cc`): in the {name} workload "
                       f"{s['steady_other_calls']:,.0f} of {s['steady_calls']:,.0f} steady-state calls are "
-                      "single-block Releases (see above).", ""]
+                      "Releases of 16 blocks each (see above).", ""]
     one = lat.get("lease/1", {})
     window_us = doc["settings"]["shared_window_s"] * 1e6
     for t in doc["shared"]["targets"]:
