@@ -194,8 +194,13 @@ void SessionTable::end(uint64_t id) {
     s->send = nullptr;
   }
   bool dead = !alive(s->peer.pid, s->start_time);
-  log_info("session ", id, " ended: pid ", s->peer.pid, dead ? " exited" : " still runs");
   std::lock_guard<std::mutex> g(mu_);
+  if (s->attached.empty()) {
+    log_info("session ", id, " of pid ", s->peer.pid, " ended with nothing attached");
+  } else {
+    log_info("session ", id, " ended: pid ", s->peer.pid,
+             dead ? " exited" : " still runs (its leases wait for it to exit or come back)");
+  }
   for (auto& [handle, a] : s->attached) {
     if (a.slot == kNoLeaseSlot) {
       a.region->attached.fetch_sub(1);
