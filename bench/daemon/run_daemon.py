@@ -40,6 +40,7 @@ sys.path.insert(0, BENCH_DIR)
 sys.path.insert(0, os.path.join(BENCH_DIR, "shared"))
 sys.path.insert(0, DAEMON_BENCH_DIR)
 
+from harness.result_files import write_report_files  # noqa: E402
 from harness import launch, machine  # noqa: E402
 from harness.stats import median, ratio  # noqa: E402
 import run_shared  # noqa: E402
@@ -442,21 +443,6 @@ def build_document(args, cases, skipped, runs, memd, load_before, memd_status, c
     return doc
 
 
-def write_files(doc, markdown, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    stem, n = "daemon-" + doc["date"][:10], 1
-    while os.path.exists(os.path.join(out_dir, stem + ".md")):  # never overwrite an earlier run
-        n += 1
-        stem = f"daemon-{doc['date'][:10]}-{n}"
-    md_path, json_path = os.path.join(out_dir, stem + ".md"), os.path.join(out_dir, stem + ".json")
-    with open(md_path, "w") as f:
-        f.write(markdown)
-    with open(json_path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    return md_path, json_path
-
-
 def status_line(case, rec):
     if not rec["ok"]:
         return f"FAILED: {rec['error']}"
@@ -544,7 +530,7 @@ def main():
     markdown = render(doc)
     print(markdown)
     if not args.no_write:
-        md_path, json_path = write_files(doc, markdown, args.out)
+        md_path, json_path = write_report_files(doc, markdown, args.out, "daemon")
         log(f"run_daemon: wrote {md_path} and {json_path}")
     for p in doc["problems"]:
         log(f"run_daemon: !!! {p}")

@@ -41,6 +41,7 @@ BENCH_DIR = os.path.dirname(SHARED_DIR)
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+from harness.result_files import write_report_files  # noqa: E402
 from harness import launch, machine, report  # noqa: E402
 from harness.stats import fmt, median, ratio  # noqa: E402
 
@@ -753,21 +754,6 @@ def render(doc):
     return "\n".join(lines) + "\n"
 
 
-def write_files(doc, markdown, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    stem, n = "shared-" + doc["date"][:10], 1
-    while os.path.exists(os.path.join(out_dir, stem + ".md")):  # never overwrite an earlier run
-        n += 1
-        stem = f"shared-{doc['date'][:10]}-{n}"
-    md_path, json_path = os.path.join(out_dir, stem + ".md"), os.path.join(out_dir, stem + ".json")
-    with open(md_path, "w") as f:
-        f.write(markdown)
-    with open(json_path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    return md_path, json_path
-
-
 def main():
     args = parse_args()
     bin_dir = os.path.join(os.path.abspath(args.build), "bench")
@@ -806,7 +792,7 @@ def main():
     markdown = render(doc)
     print(markdown)
     if not args.no_write:
-        md_path, json_path = write_files(doc, markdown, args.out)
+        md_path, json_path = write_report_files(doc, markdown, args.out, "shared")
         log(f"run_shared: wrote {md_path} and {json_path}")
     for p in doc["problems"]:
         log(f"run_shared: !!! {p}")
