@@ -297,9 +297,9 @@ heap::RegionStats PageHeapOwner::stat() {
   return s;
 }
 
-bool PageHeapOwner::check(char* message, size_t message_size) {
+bool PageHeapOwner::check(char* message, size_t message_size, bool skip_owned_blocks, uint32_t* skipped) {
   lock();
-  bool ok = heap::region_check(region_, classes_, message, message_size);
+  bool ok = heap::region_check(region_, classes_, message, message_size, skip_owned_blocks, skipped);
   unlock();
   return ok;
 }

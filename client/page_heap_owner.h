@@ -50,7 +50,7 @@ class PageHeapOwner final : public heap::BlockSource {
   // Walks every block. Exact when no other thread allocates meanwhile.
   heap::RegionStats stat();
   // Verifies every invariant of the region; false and a message if broken.
-  bool check(char* message, size_t message_size);
+  bool check(char* message, size_t message_size, bool skip_owned_blocks = false, uint32_t* skipped = nullptr);
   // Frees every block and huge object at once. REQUIRES: every thread heap
   // of the region has been reset.
   void free_everything();

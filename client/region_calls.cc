@@ -140,6 +140,13 @@ absl::Status Region::check() {
   return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
 }
 
+absl::Status Region::check_while_in_use(uint32_t* skipped) {
+  if (!impl_->pages) return absl::FailedPreconditionError("only the region's owner checks it while in use");
+  char message[256];
+  if (impl_->pages->check(message, sizeof message, true, skipped)) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
+}
+
 heap::RegionStats Region::stat() {
   if (impl_->pages) return impl_->pages->stat();
   return heap::region_stat(impl_->region, *impl_->classes);

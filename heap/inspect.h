@@ -29,7 +29,14 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes);
 // with blocks, free runs are binned and coalesced, free lists stay in their
 // blocks without repeats, counts add up, large chunks tile their blocks.
 // On the first violation writes a message naming the page and returns false.
-bool region_check(const Region& r, const SizeClasses& classes, char* message, size_t size);
+//
+// With `skip_owned_blocks`, the inside of a block a thread heap owns now
+// (its bump pointer, free list and counts, which that thread changes as it
+// allocates) is not inspected, only its descriptors: the check is then exact
+// while other processes allocate, as long as the caller holds the page-heap
+// lock. *skipped (if given) counts the blocks left out.
+bool region_check(const Region& r, const SizeClasses& classes, char* message, size_t size,
+                  bool skip_owned_blocks = false, uint32_t* skipped = nullptr);
 
 // If p points into a live object, its start; else nullptr (Vmalloc's vmaddr).
 // Walks the block's free lists: exact only while no other thread frees into

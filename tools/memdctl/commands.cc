@@ -102,7 +102,11 @@ Outcome check_command(const CommandLine& command_line, DaemonCalls& calls) {
     std::string text;
     for (const v1::CheckResult& r : response.results()) {
       if (r.ok()) {
-        absl::StrAppend(&text, r.region(), " ok\n");
+        absl::StrAppend(&text, r.region(), " ok");
+        if (r.blocks_skipped() > 0) {
+          absl::StrAppend(&text, " (", r.blocks_skipped(), " blocks owned by running threads: descriptors only)");
+        }
+        absl::StrAppend(&text, "\n");
       } else {
         absl::StrAppend(&text, r.region(), " FAILED", r.message().empty() ? "" : ": ", r.message(), "\n");
       }
