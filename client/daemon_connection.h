@@ -53,7 +53,6 @@ class DaemonConnection {
   void set_drain(RegionLink* link, std::function<void()> drain);
 
   void set_deadline(grpc::ClientContext* ctx) const;
-  const ClientOptions& options() const { return options_; }
   std::atomic<uint64_t> lease_calls{0};
   std::atomic<uint64_t> sessions_opened{0};
 

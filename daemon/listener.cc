@@ -90,7 +90,6 @@ void Listener::run() {
         continue;
       }
       peers_->add(fd, Peer{cred.pid, cred.uid, cred.gid});
-      ++accepted_;
       log_debug("connection fd:", fd, " from pid ", cred.pid, " uid ", cred.uid);
       grpc::AddInsecureChannelFromFd(server_, fd);  // gRPC owns the fd now
     }

@@ -25,7 +25,6 @@ class Listener {
 
   // Stops accepting new connections (existing ones go on).
   void stop();
-  uint64_t accepted() const { return accepted_; }
 
  private:
   Listener() = default;
@@ -38,7 +37,6 @@ class Listener {
   grpc::Server* server_ = nullptr;
   PeerTable* peers_ = nullptr;
   std::thread thread_;
-  uint64_t accepted_ = 0;
 };
 
 }  // namespace memd::daemon

@@ -31,7 +31,11 @@ struct DaemonState {
   std::atomic<uint64_t> rpc_errors{0};
 };
 
-grpc::Status to_grpc(const absl::Status& s);
+// Same code, same message.
+inline grpc::Status to_grpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
 
 class SessionService final : public v1::Sessions::Service {
  public:

@@ -62,9 +62,4 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status to_grpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 }  // namespace memd::daemon

@@ -80,24 +80,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   }
   // Leases the same process left under an earlier program image: exec
   // replaced that image and its mappings, so nobody uses those blocks.
-  std::vector<Orphan> replaced;
-  for (auto it = orphans_.begin(); it != orphans_.end();) {
-    if (it->pid == peer.pid && it->start_time == hello.start_time() && it->image_id != 0 &&
-        hello.image_id() != 0 && it->image_id != hello.image_id()) {
-      replaced.push_back(*it);
-      it = orphans_.erase(it);
-    } else {
-      ++it;
+  bool any_replaced = false;
+  for (Orphan& o : orphans_) {
+    if (o.pid == peer.pid && o.start_time == hello.start_time() && o.image_id != 0 && hello.image_id() != 0 &&
+        o.image_id != hello.image_id()) {
+      o.replaced = true;  // the reaper takes it back at once, outside this lock
+      any_replaced = true;
     }
   }
-  if (!replaced.empty()) {
-    // Reclaimed by the reaper thread, outside this lock.
-    for (Orphan& o : replaced) {
-      o.start_time = 0;  // never alive again: the reaper takes it at once
-      orphans_.push_back(o);
-    }
-    wake_.notify_all();
-  }
+  if (any_replaced) wake_.notify_all();
   sessions_[s->id] = s;
   sessions_total_.fetch_add(1);
   welcome->set_session(s->id);
@@ -232,7 +223,7 @@ void SessionTable::reap_loop() {
   while (!stop_) {
     std::vector<Orphan> gone;
     for (auto it = orphans_.begin(); it != orphans_.end();) {
-      if (it->start_time == 0 || !alive(it->pid, it->start_time)) {
+      if (it->replaced || !alive(it->pid, it->start_time)) {
         gone.push_back(*it);
         it = orphans_.erase(it);
       } else {
@@ -242,7 +233,7 @@ void SessionTable::reap_loop() {
     if (!gone.empty()) {
       g.unlock();
       for (const Orphan& o : gone) {
-        reclaim(o.region, o.slot, o.pid, o.start_time == 0 ? "replaced its program (exec)" : "exited");
+        reclaim(o.region, o.slot, o.pid, o.replaced ? "replaced its program (exec)" : "exited");
         reclaimed_.fetch_add(1);
       }
       g.lock();
@@ -257,11 +248,6 @@ std::vector<std::shared_ptr<Session>> SessionTable::list() const {
   std::vector<std::shared_ptr<Session>> out;
   for (const auto& [id, s] : sessions_) out.push_back(s);
   return out;
-}
-
-size_t SessionTable::orphans() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return orphans_.size();
 }
 
 uint32_t SessionTable::drain(pid_t pid, const std::string& region) {

@@ -76,7 +76,6 @@ class SessionTable {
   void shutting_down();
 
   std::vector<std::shared_ptr<Session>> list() const;
-  size_t orphans() const;
   // Asks sessions of `pid` (0: all) to drain `region` (empty: all).
   uint32_t drain(pid_t pid, const std::string& region);
   uint64_t sessions_total() const { return sessions_total_.load(); }
@@ -89,6 +88,7 @@ class SessionTable {
     pid_t pid;
     uint64_t start_time;
     uint64_t image_id;  // 0: unknown (kept from the previous daemon)
+    bool replaced = false;  // its program image was replaced (exec): nobody maps its blocks
   };
   void reap_loop();
   void reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why);

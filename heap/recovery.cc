@@ -203,7 +203,7 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
   // slot belongs to a running process: hands off.
   auto owned_by_live = [&](uint32_t word) {
     OwnerId owner = word >> 1;
-    if (owner == kNoOwner || word == 1) return false;
+    if (owner == kNoOwner) return false;
     uint32_t slot = slot_of(owner);
     return slot < h.max_owners && live_holder(r.slots[slot].in_use.load(std::memory_order_acquire));
   };

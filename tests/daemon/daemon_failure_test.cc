@@ -152,6 +152,33 @@ TEST(DaemonFailure, LeasesOfClientsThatExitWhileTheDaemonIsDownAreReclaimed) {
   EXPECT_TRUE(check_all(d, &why)) << why;
 }
 
+// exec replaces a client's program in the same process: the old image's
+// lease is taken back as soon as the new image says hello, not when the
+// process exits.
+TEST(DaemonFailure, LeasesOfAnExecdImageAreTakenBackAtOnce) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::unique_ptr<Client> c = connect_to(d);
+  absl::StatusOr<std::unique_ptr<Region>> r = c->open("exec", region_options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string log = d.dir() + "/exec.log";
+  pid_t pid = start_client(d, {}, {"exec", "exec-hold", "1", "10", "32"}, log);
+  ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
+  auto leases_of = [&] {
+    const heap::Region& hr = (*r)->impl()->region;
+    int n = 0;
+    for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
+      n += hr.leases[i].state.load() != heap::LeaseState::kFree && hr.leases[i].pid == pid;
+    }
+    return n;
+  };
+  EXPECT_TRUE(eventually([&] { return leases_of() == 1; })) << d.log();
+  EXPECT_NE(d.log().find("replaced its program (exec)"), std::string::npos) << d.log();
+  kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return leases_of() == 0; })) << d.log();
+}
+
 TEST(DaemonFailure, CleanShutdownKeepsFileRegionsForTheNextDaemon) {
   DaemonProcess d;
   ASSERT_TRUE(d.running()) << d.log();

@@ -10,6 +10,7 @@
 //   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
 //   test_client SOCKET REGION open                    open only (status in the exit code)
+//   test_client SOCKET REGION exec-hold ID COUNT SIZE  allocate, then exec itself as hold (same process)
 // Options before SOCKET: --uid N (switch user first), --file (file discipline).
 #include <unistd.h>
 
@@ -78,6 +79,17 @@ int main(int argc, char** argv) {
   if (!region.ok()) return fail(region.status(), "open");
   memd::Region& r = **region;
   if (job == "open") return 0;
+  if (job == "exec-hold") {
+    // The lease of this image stays behind when exec replaces it (the
+    // connection closes, the process lives on): the daemon must take it back.
+    if (r.alloc(64) == nullptr) return 1;
+    std::vector<char*> args;
+    for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+    args[a + 2] = const_cast<char*>("hold");
+    args.push_back(nullptr);
+    execv("/proc/self/exe", args.data());
+    return 3;
+  }
 
   if (job == "churn") {
     if (nums.size() != 2) return 2;
