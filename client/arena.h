@@ -44,6 +44,7 @@ class Arena final : public ThreadHeapHost {
   void purge_all() { pages_.purge_all(); }
   void sweep_abandoned() { pages_.sweep_abandoned(); }
   heap::RegionStats stat() { return pages_.stat(); }
+  void sum_counters(heap::CounterSnapshot* out) const { threads_.sum_counters(out); }
   bool check(char* message, size_t message_size) { return pages_.check(message, message_size); }
   // Frees every object at once. REQUIRES: no other thread uses the arena.
   void clear();

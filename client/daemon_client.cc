@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
   connection_->set_drain(link, [impl] {
     if (impl->leased) impl->leased->return_all();
   });
+  connection_->set_telemetry(link, reinterpret_cast<uintptr_t>(impl->region.data),
+                             [impl](heap::CounterSnapshot* out) { impl->pool.sum_counters(out); });
   return region;
 }
 

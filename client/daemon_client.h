@@ -31,11 +31,23 @@
 
 namespace memd {
 
+// What the client tells the daemon about its allocations (docs/metrics.md):
+// counters per region and size class, and sampled allocations with their
+// call stacks, sent on the session about once per `interval`. Environment
+// variables override these: MEMD_TELEMETRY=0|1, MEMD_SAMPLE_BYTES,
+// MEMD_TELEMETRY_INTERVAL_MS.
+struct TelemetryOptions {
+  bool enabled = true;
+  uint64_t sample_bytes = uint64_t{512} << 10;  // mean bytes between samples; 0: no sampling
+  std::chrono::milliseconds interval{1000};
+};
+
 struct ClientOptions {
   std::string socket;  // empty: default_socket()
   std::string program;  // shown by memdctl; empty: this program's name
   std::chrono::milliseconds call_deadline{10000};      // every unary call
   std::chrono::milliseconds reconnect_timeout{30000};  // how long calls wait for a restarting daemon
+  TelemetryOptions telemetry;
 };
 
 struct OpenOptions {

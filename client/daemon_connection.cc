@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/telemetry/sampler.h"
 #include "client/arena.h"
 #include "client/lease_service.h"
 
@@ -61,6 +62,10 @@ absl::StatusOr<std::shared_ptr<DaemonConnection>> DaemonConnection::connect(cons
   std::shared_ptr<DaemonConnection> c(new DaemonConnection(options));
   if (c->options_.socket.empty()) c->options_.socket = Client::default_socket();
   if (c->options_.program.empty()) c->options_.program = program_name();
+  apply_telemetry_environment(&c->options_.telemetry);
+  if (c->options_.telemetry.enabled && c->options_.telemetry.sample_bytes > 0) {
+    telemetry::enable_sampling(c->options_.telemetry.sample_bytes);
+  }
   struct stat st {};
   if (stat(c->options_.socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
     return absl::UnavailableError(absl::StrCat("memd is not running: no socket at ", c->options_.socket,
@@ -68,6 +73,7 @@ absl::StatusOr<std::shared_ptr<DaemonConnection>> DaemonConnection::connect(cons
   }
   if (absl::Status s = c->open_session(); !s.ok()) return s;
   c->thread_ = std::thread([p = c.get()] { p->run(); });
+  if (c->options_.telemetry.enabled) c->telemetry_thread_ = std::thread([p = c.get()] { p->report_loop(); });
   return c;
 }
 
@@ -79,6 +85,7 @@ DaemonConnection::~DaemonConnection() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (telemetry_thread_.joinable()) telemetry_thread_.join();
 }
 
 absl::Status DaemonConnection::open_session() {
@@ -118,6 +125,7 @@ absl::Status DaemonConnection::open_session() {
     uint32_t h = i < static_cast<size_t>(w.resumed_handles_size()) ? w.resumed_handles(static_cast<int>(i)) : 0;
     resumed[i]->handle.store(h);
   }
+  std::lock_guard<std::mutex> writing(write_mu_);
   std::lock_guard<std::mutex> g(mu_);
   if (regions_stub_) retired_.push_back(std::shared_ptr<void>(std::move(regions_stub_)));
   if (leases_stub_) retired_.push_back(std::shared_ptr<void>(std::move(leases_stub_)));
@@ -152,10 +160,16 @@ void DaemonConnection::run() {
         if ((ev.command().region() == 0 || ev.command().region() == l->handle.load()) && l->drain) l->drain();
       }
     }
-    (void)stream->Finish();
+    {
+      std::lock_guard<std::mutex> w(write_mu_);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        connected_ = false;
+      }
+      (void)stream->Finish();
+    }
     {
       std::unique_lock<std::mutex> g(mu_);
-      connected_ = false;
       if (closing_) return;
     }
     // The daemon went away: reconnect with backoff, resuming every lease.
@@ -173,6 +187,7 @@ void DaemonConnection::run() {
 }
 
 absl::StatusOr<DaemonConnection::Current> DaemonConnection::current() {
+  rpcs.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> g(mu_);
   if (!connected_ && !on_session_thread) {
     changed_.wait_for(g, options_.reconnect_timeout, [&] { return connected_ || closing_; });

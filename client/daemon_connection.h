@@ -18,9 +18,14 @@
 
 #include "absl/status/statusor.h"
 #include "client/daemon_client.h"
+#include "client/telemetry/telemetry_abi.h"
+#include "heap/heap_counters.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::client {
+namespace telemetry {
+class ReportBuilder;
+}
 
 // One region this process has open through the daemon.
 struct RegionLink {
@@ -28,6 +33,19 @@ struct RegionLink {
   uint32_t slot = 0;                    // lease slot (kept across reconnects)
   std::atomic<uint32_t> handle{0};      // the daemon's handle; 0: the lease was lost
   std::function<void()> drain;          // gives spare blocks back (daemon's request)
+  // Telemetry: where the region's data starts in this process, and its
+  // thread heaps' counters.
+  uintptr_t base = 0;
+  std::function<void(heap::CounterSnapshot*)> counters;
+};
+
+// Telemetry kept by another copy of the heap code in this process (the
+// malloc shim's process heap, seen from its daemon link).
+struct ExternalTelemetry {
+  uintptr_t base = 0;  // the process heap's data
+  std::function<void(heap::CounterSnapshot*)> counters;
+  std::function<size_t(memd_sample_event*, size_t)> drain;
+  std::function<void(uint64_t* taken, uint64_t* dropped)> sampler_counts;
 };
 
 class DaemonConnection {
@@ -51,16 +69,24 @@ class DaemonConnection {
   void add(RegionLink* link);
   void remove(RegionLink* link);
   void set_drain(RegionLink* link, std::function<void()> drain);
+  void set_telemetry(RegionLink* link, uintptr_t base, std::function<void(heap::CounterSnapshot*)> counters);
+  void set_external_telemetry(ExternalTelemetry external);
 
   void set_deadline(grpc::ClientContext* ctx) const;
   std::atomic<uint64_t> lease_calls{0};
   std::atomic<uint64_t> sessions_opened{0};
+  std::atomic<uint64_t> rpcs{0};             // calls to the daemon (each current())
+  std::atomic<uint64_t> reports_sent{0};
+  std::atomic<uint64_t> reports_dropped{0};  // no session to send them on
 
  private:
   explicit DaemonConnection(const ClientOptions& options) : options_(options) {}
   // Opens a session on a fresh channel; resumes the links' leases.
   absl::Status open_session();
   void run();  // reads commands; reconnects when the stream breaks
+  void report_loop();  // sends telemetry every interval
+  // Builds and writes one report; drops it (counted) without a session.
+  void send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch);
 
   ClientOptions options_;
   std::mutex mu_;
@@ -78,12 +104,21 @@ class DaemonConnection {
   std::set<RegionLink*> links_;
   std::mutex links_mu_;  // held while a drain runs: a link is not removed under it
   std::thread thread_;
+  std::thread telemetry_thread_;
+  // Held while a report is written, and while the stream is finished or
+  // replaced: a write never meets a dead stream.
+  std::mutex write_mu_;
+  ExternalTelemetry external_;  // under links_mu_
+  uint64_t lost_events_ = 0;    // sample events in reports that were dropped (under write_mu_)
   // Old stubs stay alive until the connection ends: a call in flight on one
   // must not lose it.
   std::vector<std::shared_ptr<void>> retired_;
 };
 
 absl::Status from_grpc(const grpc::Status& s);
+
+// MEMD_TELEMETRY, MEMD_SAMPLE_BYTES, MEMD_TELEMETRY_INTERVAL_MS over `t`.
+void apply_telemetry_environment(TelemetryOptions* t);
 
 // Called around every call to the daemon, process-wide (the malloc shim uses
 // it to keep gRPC's own allocations out of the region being leased from).

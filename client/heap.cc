@@ -115,6 +115,12 @@ void Heap::compact() {
 
 HeapStats Heap::stat() { return handle_.arena->stat(); }
 
+heap::CounterSnapshot Heap::counters() const {
+  heap::CounterSnapshot c;
+  handle_.arena->sum_counters(&c);
+  return c;
+}
+
 absl::Status Heap::check() {
   char message[256];
   if (handle_.arena->check(message, sizeof message)) return absl::OkStatus();

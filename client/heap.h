@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/thread_heaps.h"
+#include "heap/heap_counters.h"
 #include "heap/inspect.h"
 #include "heap/params.h"
 
@@ -56,6 +57,9 @@ class Heap {
   // every empty page.
   void compact();
   HeapStats stat();
+  // What its thread heaps did (telemetry): allocations and frees per size
+  // class, cumulative since the heap was made.
+  heap::CounterSnapshot counters() const;
   // OK, or an INTERNAL error naming the first broken invariant.
   absl::Status check();
 

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 
 #include "client/thread_heap_host.h"
 #include "heap/block_source.h"
+#include "heap/heap_counters.h"
 #include "heap/layout.h"
 #include "heap/owner_heap.h"
 #include "heap/size_class.h"
@@ -45,12 +47,18 @@ class OwnerHeapPool final : public ThreadHeapHost {
 
   uint32_t holder() const { return holder_; }
 
+  // Adds up the telemetry counters of every thread heap this process has
+  // had here (cumulative: a slot's counters outlive its threads).
+  void sum_counters(heap::CounterSnapshot* out) const;
+
  private:
   heap::Region region_{};
   const heap::SizeClasses* classes_ = nullptr;
   heap::BlockSource* source_ = nullptr;
   heap::OwnerHeap* heaps_ = nullptr;  // one per owner slot, +1 for the stranger
   heap::OwnerHeap* stranger_ = nullptr;
+  heap::HeapCounters* counters_ = nullptr;  // one per owner slot, +1 for the stranger
+  std::atomic<uint32_t> slots_used_{0};     // slots below this have counted something
   size_t heaps_bytes_ = 0;
   uint32_t max_slots_ = 0;
   uint32_t holder_ = 0;

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "heap/heap_counters.h"
 #include "heap/inspect.h"
 #include "heap/params.h"
 
@@ -194,6 +195,8 @@ class Region {
   // owns now; *skipped counts the owned blocks whose inside was left out.
   absl::Status check_while_in_use(uint32_t* skipped);
   heap::RegionStats stat();
+  // What this process's thread heaps did here (telemetry), cumulative.
+  heap::CounterSnapshot counters() const;
 
   void set_event_handler(RegionEventHandler handler, void* context);
 

@@ -147,6 +147,12 @@ absl::Status Region::check_while_in_use(uint32_t* skipped) {
   return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
 }
 
+heap::CounterSnapshot Region::counters() const {
+  heap::CounterSnapshot c;
+  impl_->pool.sum_counters(&c);
+  return c;
+}
+
 heap::RegionStats Region::stat() {
   if (impl_->pages) return impl_->pages->stat();
   return heap::region_stat(impl_->region, *impl_->classes);

@@ -5,6 +5,7 @@
 
 #include "heap/block.h"
 #include "heap/large_heap.h"
+#include "heap/remote_free.h"
 
 namespace memd::heap {
 namespace {
@@ -136,7 +137,12 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes) {
     PageDesc d = r.page(p);
     uint32_t n = b.pages.value ? b.pages.value : 1;
     if (d.block != i) n = 1;  // not a start: step carefully
-    else if (d.kind == PageKind::kSegregated) {
+    if (d.block == i && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
+        owner_of(b.owner_word.load(std::memory_order_relaxed)) != kNoOwner) {
+      s.pages_owned += n;
+    }
+    if (d.block != i) {
+    } else if (d.kind == PageKind::kSegregated) {
       ++s.segregated_blocks;
       SegregatedCounts counts;
       const char* why = nullptr;

@@ -17,6 +17,7 @@ struct RegionStats {
   size_t segregated_blocks = 0, large_blocks = 0, huge_objects = 0;
   size_t pages_committed = 0;   // high-water mark of the data pages
   size_t pages_in_use = 0;      // in blocks and huge objects
+  size_t pages_owned = 0;       // in blocks a thread heap or a client's stash holds now
   size_t pages_dirty = 0;       // free, possibly resident
   size_t pages_discarded = 0;   // free and given back (or never touched)
   size_t discard_calls = 0;     // ranges given back since creation

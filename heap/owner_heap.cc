@@ -20,8 +20,12 @@ BlockDesc empty_block{};
 
 }  // namespace
 
-void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id) {
+void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id,
+                     HeapCounters* counters) {
   region_ = r;
+  counters_ = counters != nullptr ? counters : &own_counters_;
+  sample_rng_ = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
+  sample_countdown_ = next_sample_countdown(sampling_period(), &sample_rng_);
   data_ = r.data;
   page_descs_ = r.page_descs;
   blocks_ = r.blocks;
@@ -44,6 +48,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
     cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
     cl.avail = cl.full = BlockList{};
     cl.empty_kept = 0;
+    cl.counts = &counters_->classes[cls];
   }
   large_.init(r, r.header->params.large_max, r.header->params.large_block_pages, secret_);
 }
@@ -118,7 +123,10 @@ void* OwnerHeap::alloc_slow(uint32_t cls) {
   for (;;) {
     if (cl.cur != &empty_block) {
       BlockDesc& b = *cl.cur;
-      if (char* p = block_pop(b, cl.cur_base, cl.size)) return p;
+      if (char* p = block_pop(b, cl.cur_base, cl.size)) {
+        count_one(cl.counts->allocs);
+        return p;
+      }
       if (b.remote_head.load(std::memory_order_relaxed) != 0 &&
           block_collect_remote(b, cl.cur_base) > 0) {
         continue;
@@ -145,7 +153,58 @@ void* OwnerHeap::alloc_slow(uint32_t cls) {
   }
 }
 
+void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
+  uint64_t period = sampling_period();
+  sample_countdown_ = next_sample_countdown(period, &sample_rng_);
+  const SamplingHooks* hooks = sampling_hooks();
+  bool small = size <= medium_max_;
+  if (period == 0 || hooks == nullptr || size == 0 || size > kMaxHugeBytes || (small && align > kPageSize)) {
+    // Not a sample: the allocation as it would have gone.
+    if (small) {
+      if (align <= kChunkAlign) {
+        if (zeroed) *zeroed = false;
+        return alloc_segregated(SizeClasses::class_of(size));
+      }
+      return alloc_aligned(size, align);
+    }
+    return alloc_big(size, align, zeroed);
+  }
+  uint32_t counted_class;
+  size_t counted_bytes;
+  void* p;
+  if (small) {
+    // A chunk of its own in a large block: free finds it on the large path.
+    bool fresh = false;
+    take_pending();
+    p = large_.alloc(*source_, id_, size, std::max<size_t>(align, kChunkAlign), &fresh);
+    if (p == nullptr) return align <= kChunkAlign ? alloc_segregated(SizeClasses::class_of(size)) : nullptr;
+    if (locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
+    if (zeroed) *zeroed = fresh;
+    counted_class = SizeClasses::class_of(size);
+    counted_bytes = lists_[counted_class].size;
+    count_one(lists_[counted_class].counts->allocs);
+  } else {
+    p = alloc_big(size, align, zeroed);
+    if (p == nullptr) return nullptr;
+    counted_class = locate(p).kind == PageKind::kLarge ? kCountedLarge : kCountedHuge;
+    counted_bytes = usable_size(p);
+  }
+  count_one(counters_->samples);
+  hooks->allocated(region_, p, size, counted_class, counted_bytes);
+  return p;
+}
+
 void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
+  void* p = alloc_big_uncounted(size, align, zeroed);
+  if (p != nullptr) {
+    BigCount& c = locate(p).kind == PageKind::kLarge ? counters_->large : counters_->huge;
+    count_one(c.allocs);
+    count_add(c.alloc_bytes, usable_size(p));
+  }
+  return p;
+}
+
+void* OwnerHeap::alloc_big_uncounted(size_t size, size_t align, bool* zeroed) {
   bool fresh = false;
   void* p;
   if (size <= classes_->large_max() && align <= kPageSize) {
@@ -187,6 +246,12 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
 }
 
 void* OwnerHeap::alloc_zeroed(size_t size) {
+  if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) {
+    bool fresh = false;
+    void* p = alloc_sampled(size, 0, &fresh);
+    if (p && !fresh) std::memset(p, 0, size);
+    return p;
+  }
   if (size <= classes_->medium_max()) {
     uint32_t cls = SizeClasses::class_of(size);
     BlockDesc& b = *lists_[cls].cur;
@@ -210,6 +275,7 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
   if (align <= kChunkAlign && (align <= kGranule || size % 16 == 0 || size > classes_->medium_max())) {
     return alloc(size);
   }
+  if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) return alloc_sampled(size, align, nullptr);
   // A segregated class whose size is a multiple of the alignment places every
   // object aligned, since blocks start on page boundaries.
   size_t rounded = (std::max(size, align) + align - 1) & ~(align - 1);
@@ -243,6 +309,28 @@ void OwnerHeap::handle_empty(ClassList& cl, BlockDesc& b) {
 }
 
 FreeStatus OwnerHeap::free_big(void* p, const PointerInfo& at) {
+  if (at.kind != PageKind::kLarge && at.kind != PageKind::kHuge) return free_big_uncounted(p, at);
+  // How its allocation was counted: as a big object, unless it is a sample
+  // (asked before the memory is freed, while nobody can reuse the address).
+  uint32_t counted_class = at.kind == PageKind::kLarge ? kCountedLarge : kCountedHuge;
+  size_t counted_bytes = at.kind == PageKind::kLarge ? LargeHeap::usable_size(p)
+                                                     : region_.block(at.block).pages.bytes() - at.in_block;
+  const SamplingHooks* hooks = sampling_hooks();
+  if (hooks != nullptr) hooks->freeing(region_, p, &counted_class, &counted_bytes);
+  FreeStatus s = free_big_uncounted(p, at);
+  if (s == FreeStatus::kOk) {
+    if (counted_class < kMaxSegregatedClasses) {
+      count_one(counters_->classes[counted_class].frees);
+    } else {
+      BigCount& c = counted_class == kCountedLarge ? counters_->large : counters_->huge;
+      count_one(c.frees);
+      count_add(c.freed_bytes, counted_bytes);
+    }
+  }
+  return s;
+}
+
+FreeStatus OwnerHeap::free_big_uncounted(void* p, const PointerInfo& at) {
   if (at.kind == PageKind::kLarge) {
     BlockDesc& b = region_.block(at.block);
     if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {

@@ -26,9 +26,11 @@
 
 #include "heap/block.h"
 #include "heap/block_source.h"
+#include "heap/heap_counters.h"
 #include "heap/large_heap.h"
 #include "heap/layout.h"
 #include "heap/remote_free.h"
+#include "heap/sampling.h"
 #include "heap/size_class.h"
 
 namespace memd::heap {
@@ -46,13 +48,21 @@ struct PointerInfo {
 class OwnerHeap {
  public:
   // REQUIRES: `id` is a fresh owner id whose pending stack is open.
-  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id);
+  // `counters` (if given) outlive the heap and may already hold counts: a
+  // pool keeps one set per owner slot, cumulative across the threads that
+  // use the slot. Without, the heap counts in its own.
+  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id,
+            HeapCounters* counters = nullptr);
+  const HeapCounters& counters() const { return *counters_; }
 
   OwnerId id() const { return id_; }
   const Region& region() const { return region_; }
 
   // Any size; nullptr with errno ENOMEM when memory runs out.
   __attribute__((always_inline)) inline void* alloc(size_t size) {
+    if (__builtin_expect((sample_countdown_ -= static_cast<int64_t>(size)) < 0, 0)) {
+      return alloc_sampled(size, 0, nullptr);
+    }
     if (__builtin_expect(size <= medium_max_, 1)) {
       return alloc_segregated(SizeClasses::class_of(size));
     }
@@ -61,7 +71,10 @@ class OwnerHeap {
   __attribute__((always_inline)) inline void* alloc_segregated(uint32_t cls) {
     ClassList& cl = lists_[cls];
     char* p = block_pop(*cl.cur, cl.cur_base, cl.size);
-    if (__builtin_expect(p != nullptr, 1)) return p;
+    if (__builtin_expect(p != nullptr, 1)) {
+      count_one(cl.counts->allocs);
+      return p;
+    }
     return alloc_slow(cls);
   }
   // Zero-filled; skips the memset for memory known to be fresh.
@@ -81,6 +94,7 @@ class OwnerHeap {
       uint64_t tag = free_tag(secret_, off);
       if (__builtin_expect(idx * cl.size != in_block || in_block >= cl.end, 0)) return FreeStatus::kInvalid;
       if (__builtin_expect(tag_of(obj) == tag, 0)) return FreeStatus::kDoubleFree;
+      count_one(cl.counts->frees);
       BlockDesc& b = blocks_[d.block];
       if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_, 1)) {
         if (__builtin_expect(in_block >= b.bump, 0)) return FreeStatus::kInvalid;
@@ -152,11 +166,19 @@ class OwnerHeap {
     uint32_t empty_kept;  // empty blocks kept on the available list
     BlockList avail;      // blocks with room; the head is `cur`
     BlockList full;       // blocks with no room
+    ClassCount* counts;   // this class's telemetry counters
   };
+  static_assert(sizeof(ClassList) == 64);
 
   void* alloc_slow(uint32_t cls);
+  // The countdown passed zero: a sampled allocation (or, with sampling off,
+  // a look at whether it was turned on).
+  void* alloc_sampled(size_t size, size_t align, bool* zeroed);
+  void* alloc_big_uncounted(size_t size, size_t align, bool* zeroed);
+  void count_big_alloc(void* p, size_t size, size_t align);
   void* alloc_big(size_t size, size_t align, bool* zeroed);
   FreeStatus free_big(void* p, const PointerInfo& at);
+  FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
   void after_local_free(BlockDesc& b);
   void handle_empty(ClassList& cl, BlockDesc& b);
   void handle_pending_block(PageIndex block);
@@ -175,6 +197,7 @@ class OwnerHeap {
   static constexpr uint32_t kHugeCachePages = 256;
 
   // Hot copies of region and class facts.
+  int64_t sample_countdown_ = kSamplingRecheckBytes;  // bytes to the next sample
   char* data_ = nullptr;
   PackedPageDesc* page_descs_ = nullptr;
   BlockDesc* blocks_ = nullptr;
@@ -190,8 +213,11 @@ class OwnerHeap {
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
   PageIndex huge_cache_ = kNoPage;          // the huge run this thread freed last (owner word: ours)
   bool huge_cache_allowed_ = true;
+  uint64_t sample_rng_ = 0;
+  HeapCounters* counters_ = &own_counters_;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;
+  HeapCounters own_counters_;
 };
 
 }  // namespace memd::heap

@@ -32,7 +32,32 @@ int link_contains(const void* p) { return region->contains(p) ? 1 : 0; }
 void link_trim() { region->compact(); }
 int link_fork_child() { return region->impl()->source->remap_private_in_child() ? 0 : -1; }
 
+void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
+  if (t == nullptr) return;
+  memd::client::ExternalTelemetry e;
+  e.counters = [t](memd::heap::CounterSnapshot* out) { t->process_heap_counters(out); };
+  e.drain = [t](memd_sample_event* out, size_t max) { return t->drain(out, max); };
+  e.sampler_counts = [t](uint64_t* taken, uint64_t* dropped) { t->sampler_counts(taken, dropped); };
+  c->connection()->set_external_telemetry(std::move(e));
+}
+
 }  // namespace
+
+extern "C" __attribute__((visibility("default"))) int memd_daemon_link_report(const memd_daemon_link_hooks* hooks,
+                                                                              char* error, size_t error_size) {
+  memd::client::set_rpc_guard(hooks->enter_private, hooks->leave_private);
+  hooks->enter_private();
+  absl::StatusOr<std::unique_ptr<memd::Client>> c = memd::Client::connect();
+  if (!c.ok()) {
+    std::snprintf(error, error_size, "%s", std::string(c.status().message()).c_str());
+    hooks->leave_private();
+    return -1;
+  }
+  client = c->release();  // reports for as long as the process lives
+  report_shim_telemetry(client, hooks->telemetry);
+  hooks->leave_private();
+  return 0;
+}
 
 extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
     const char* name, const memd_daemon_link_hooks* hooks, memd_daemon_heap* heap, char* error, size_t error_size) {
@@ -62,6 +87,7 @@ extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
   // instruction.
   client = c->release();
   region = r->release();
+  report_shim_telemetry(client, hooks->telemetry);
   heap->alloc = link_alloc;
   heap->alloc_aligned = link_alloc_aligned;
   heap->alloc_zeroed = link_alloc_zeroed;

@@ -7,6 +7,9 @@
 #define MEMD_CLIENT_SHIM_DAEMON_LINK_H_
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "client/telemetry/telemetry_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +22,17 @@ extern "C" {
 struct memd_daemon_link_hooks {
   void (*enter_private)(void);
   void (*leave_private)(void);
+  /* The shim's process-heap telemetry, reported by the link; NULL: none. */
+  const struct memd_shim_telemetry* telemetry;
+};
+
+/* The shim's side of telemetry: its process heap's counters and sampled
+ * allocations (its own copy of the sampler). */
+struct memd_shim_telemetry {
+  size_t (*drain)(struct memd_sample_event* out, size_t max);
+  /* Adds the process heap's counters to a memd::heap::CounterSnapshot. */
+  void (*process_heap_counters)(void* snapshot);
+  void (*sampler_counts)(uint64_t* taken, uint64_t* dropped);
 };
 
 /* The link's side: the region heap. free returns 0 if p was not the
@@ -44,6 +58,12 @@ typedef int (*memd_daemon_link_open_fn)(const char* region, const struct memd_da
                                         struct memd_daemon_heap* heap, char* error, size_t error_size);
 int memd_daemon_link_open(const char* region, const struct memd_daemon_link_hooks* hooks,
                           struct memd_daemon_heap* heap, char* error, size_t error_size);
+
+/* Connects to memd only to report the shim's telemetry (MEMD_TELEMETRY=1
+ * without MEMD_REGION). 0 on success; else -1 and a message in `error`. */
+typedef int (*memd_daemon_link_report_fn)(const struct memd_daemon_link_hooks* hooks, char* error,
+                                          size_t error_size);
+int memd_daemon_link_report(const struct memd_daemon_link_hooks* hooks, char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <new>
 
+#include "client/process_heap.h"
+#include "client/telemetry/sampler.h"
+
 #define MEMD_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace memd::client::shim {
@@ -56,23 +59,80 @@ bool link_path(char* out, size_t size) {
   return true;
 }
 
+// --- telemetry of the process heap (this library's copy of the sampler) ---
+
+size_t drain_events(memd_sample_event* out, size_t max) { return telemetry::drain_sample_events(out, max); }
+void process_heap_counters(void* snapshot) {
+  if (const ArenaHandle* a = process_arena_if_created()) {
+    a->arena->sum_counters(static_cast<heap::CounterSnapshot*>(snapshot));
+  }
+}
+void sampler_counts(uint64_t* taken, uint64_t* dropped) {
+  telemetry::SamplerCounts c = telemetry::sampler_counts();
+  *taken = c.taken;
+  *dropped = c.dropped;
+}
+const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sampler_counts};
+
+// MEMD_TELEMETRY=0|1 (default: on in daemon mode, off otherwise), and
+// MEMD_SAMPLE_BYTES (default 512 KiB; 0: count, do not sample).
+bool telemetry_wanted(bool daemon_mode) {
+  const char* v = std::getenv("MEMD_TELEMETRY");
+  if (v == nullptr || *v == '\0') return daemon_mode;
+  return std::atoi(v) != 0;
+}
+uint64_t sample_bytes() {
+  const char* v = std::getenv("MEMD_SAMPLE_BYTES");
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : uint64_t{512} << 10;
+}
+
+void* load_link(char* error, size_t error_size) {
+  char path[1024];
+  if (!link_path(path, sizeof path)) {
+    std::snprintf(error, error_size, "cannot find libmemd-daemon-link.so");
+    return nullptr;
+  }
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) std::snprintf(error, error_size, "%s", dlerror());
+  return lib;
+}
+
+// MEMD_TELEMETRY=1 without a region: the process heap's telemetry only.
+void start_reporting(memd_daemon_link_hooks* hooks) {
+  char error[512] = "";
+  enter_private();
+  int rc = -1;
+  if (void* lib = load_link(error, sizeof error)) {
+    if (auto report = reinterpret_cast<memd_daemon_link_report_fn>(dlsym(lib, "memd_daemon_link_report"))) {
+      rc = report(hooks, error, sizeof error);
+    } else {
+      std::snprintf(error, sizeof error, "the link has no memd_daemon_link_report");
+    }
+  }
+  leave_private();
+  if (rc != 0) say("MEMD_TELEMETRY=1: not reporting: ", error, "");
+}
+
 // Before main: a program's heap is in the region from its first line (what
 // the loader and libc allocated earlier stays in the process heap).
 __attribute__((constructor)) void start_daemon_mode() {
   const char* region = std::getenv("MEMD_REGION");
-  if (region == nullptr || *region == '\0') return;
+  bool daemon_mode = region != nullptr && *region != '\0';
+  bool report = telemetry_wanted(daemon_mode);
+  memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr};
+  if (report) telemetry::enable_sampling(sample_bytes());
+  if (!daemon_mode) {
+    if (report) start_reporting(&hooks);
+    return;
+  }
   bool required = std::getenv("MEMD_REGION_REQUIRED") != nullptr;
   enter_private();
-  char path[1024], error[512] = "";
-  memd_daemon_link_hooks hooks{enter_private, leave_private};
+  char error[512] = "";
   int rc = -1;
-  if (!link_path(path, sizeof path)) {
-    std::snprintf(error, sizeof error, "cannot find libmemd-daemon-link.so");
-  } else if (void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); lib == nullptr) {
-    std::snprintf(error, sizeof error, "%s", dlerror());
+  if (void* lib = load_link(error, sizeof error); lib == nullptr) {
   } else if (auto open = reinterpret_cast<memd_daemon_link_open_fn>(dlsym(lib, "memd_daemon_link_open"));
              open == nullptr) {
-    std::snprintf(error, sizeof error, "%s has no memd_daemon_link_open", path);
+    std::snprintf(error, sizeof error, "the link has no memd_daemon_link_open");
   } else {
     rc = open(region, &hooks, &heap_storage, error, sizeof error);
   }

@@ -1,0 +1,123 @@
+// DaemonConnection's telemetry: a thread that, every interval, gathers the
+// counters of each region this process has open (and of the shim's process
+// heap), drains the sampled allocations and sends one TelemetryReport on the
+// session stream. Nothing here is on an allocation path: malloc only
+// touches counters and, for a sample, the sampler's bounded buffer.
+#include <cstdlib>
+#include <vector>
+
+#include "client/daemon_connection.h"
+#include "client/telemetry/report_builder.h"
+#include "client/telemetry/sampler.h"
+
+namespace memd::client {
+
+void apply_telemetry_environment(TelemetryOptions* t) {
+  if (const char* v = std::getenv("MEMD_TELEMETRY"); v != nullptr && *v != '\0') t->enabled = std::atoi(v) != 0;
+  if (const char* v = std::getenv("MEMD_SAMPLE_BYTES"); v != nullptr && *v != '\0') {
+    t->sample_bytes = std::strtoull(v, nullptr, 10);
+  }
+  if (const char* v = std::getenv("MEMD_TELEMETRY_INTERVAL_MS"); v != nullptr && *v != '\0') {
+    long ms = std::atol(v);
+    if (ms > 0) t->interval = std::chrono::milliseconds(ms);
+  }
+}
+
+void DaemonConnection::set_telemetry(RegionLink* link, uintptr_t base,
+                                     std::function<void(heap::CounterSnapshot*)> counters) {
+  std::lock_guard<std::mutex> g(links_mu_);
+  link->base = base;
+  link->counters = std::move(counters);
+}
+
+void DaemonConnection::set_external_telemetry(ExternalTelemetry external) {
+  std::lock_guard<std::mutex> g(links_mu_);
+  external_ = std::move(external);
+}
+
+void DaemonConnection::report_loop() {
+  telemetry::ReportBuilder builder;
+  uint64_t report_epoch = 0;
+  // Floor the interval: reports are bounded in rate whatever the setting.
+  auto interval = std::max(options_.telemetry.interval, std::chrono::milliseconds(50));
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      if (changed_.wait_for(g, interval, [&] { return closing_; })) return;
+    }
+    RpcGuard guard;
+    send_report(&builder, &report_epoch);
+  }
+}
+
+void DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch) {
+  std::vector<telemetry::HeapView> heaps;
+  std::vector<memd_sample_event> events;
+  telemetry::ClientTotals totals;
+  telemetry::SamplerCounts local = telemetry::sampler_counts();
+  totals.samples_taken = local.taken;
+  totals.samples_dropped = local.dropped;
+  {
+    std::lock_guard<std::mutex> g(links_mu_);
+    for (RegionLink* l : links_) {
+      if (!l->counters) continue;
+      telemetry::HeapView& h = heaps.emplace_back();
+      h.region = l->name;
+      h.base = l->base;
+      l->counters(&h.counters);
+    }
+    if (external_.counters) {
+      telemetry::HeapView& h = heaps.emplace_back();
+      h.base = external_.base;
+      external_.counters(&h.counters);
+    }
+    if (external_.drain) {
+      size_t have = events.size();
+      events.resize(have + telemetry::kSampleBufferEvents);
+      events.resize(have + external_.drain(events.data() + have, telemetry::kSampleBufferEvents));
+    }
+    if (external_.sampler_counts) {
+      uint64_t taken = 0, dropped = 0;
+      external_.sampler_counts(&taken, &dropped);
+      totals.samples_taken += taken;
+      totals.samples_dropped += dropped;
+    }
+  }
+  size_t have = events.size();
+  events.resize(have + telemetry::kSampleBufferEvents);
+  events.resize(have + telemetry::drain_sample_events(events.data() + have, telemetry::kSampleBufferEvents));
+
+  std::lock_guard<std::mutex> w(write_mu_);
+  grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>* stream = nullptr;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (connected_) stream = stream_.get();
+    epoch = epoch_;
+  }
+  if (stream == nullptr) {
+    reports_dropped.fetch_add(1, std::memory_order_relaxed);
+    lost_events_ += events.size();
+    return;
+  }
+  if (epoch != *report_epoch) {
+    builder->new_session();
+    *report_epoch = epoch;
+  }
+  totals.rpcs = rpcs.load(std::memory_order_relaxed);
+  totals.lease_calls = lease_calls.load(std::memory_order_relaxed);
+  totals.sample_period = telemetry::sampling_period_bytes() != 0 ? telemetry::sampling_period_bytes()
+                                                                  : options_.telemetry.sample_bytes;
+  totals.reports_dropped = reports_dropped.load(std::memory_order_relaxed);
+  totals.samples_dropped += lost_events_;
+  v1::SessionRequest req;
+  *req.mutable_telemetry() = builder->build(heaps, events, totals);
+  if (stream->Write(req)) {
+    reports_sent.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    reports_dropped.fetch_add(1, std::memory_order_relaxed);
+    lost_events_ += events.size();
+  }
+}
+
+}  // namespace memd::client

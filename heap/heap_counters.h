@@ -1,0 +1,73 @@
+// What a thread heap did, for telemetry: allocations and frees per size
+// class, and of large and huge objects with their bytes. Each counter has
+// one writer (the heap's thread), so an increment is a plain load and store,
+// as cheap as a non-atomic one; relaxed atomics let a reporter thread read
+// them at any time. The arena's stranger is shared by threads: there a
+// concurrent increment may be lost, never torn.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "heap/size_class.h"
+
+namespace memd::heap {
+
+inline void count_one(std::atomic<uint64_t>& c) {
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+inline void count_add(std::atomic<uint64_t>& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+// Segregated classes: bytes are the class size times the count.
+struct ClassCount {
+  std::atomic<uint64_t> allocs{0};
+  std::atomic<uint64_t> frees{0};
+};
+
+// Large and huge objects: bytes are usable bytes (what free gives back).
+struct BigCount {
+  std::atomic<uint64_t> allocs{0};
+  std::atomic<uint64_t> frees{0};
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> freed_bytes{0};
+};
+
+struct HeapCounters {
+  ClassCount classes[kMaxSegregatedClasses];
+  BigCount large;
+  BigCount huge;
+  std::atomic<uint64_t> samples{0};
+};
+
+// A plain copy, for sums across heaps.
+struct CounterSnapshot {
+  struct Class {
+    uint64_t allocs = 0, frees = 0;
+  } classes[kMaxSegregatedClasses];
+  struct Big {
+    uint64_t allocs = 0, frees = 0, alloc_bytes = 0, freed_bytes = 0;
+  } large, huge;
+  uint64_t samples = 0;
+
+  void add(const HeapCounters& c) {
+    for (uint32_t i = 0; i < kMaxSegregatedClasses; ++i) {
+      classes[i].allocs += c.classes[i].allocs.load(std::memory_order_relaxed);
+      classes[i].frees += c.classes[i].frees.load(std::memory_order_relaxed);
+    }
+    add_big(&large, c.large);
+    add_big(&huge, c.huge);
+    samples += c.samples.load(std::memory_order_relaxed);
+  }
+
+ private:
+  static void add_big(Big* b, const BigCount& c) {
+    b->allocs += c.allocs.load(std::memory_order_relaxed);
+    b->frees += c.frees.load(std::memory_order_relaxed);
+    b->alloc_bytes += c.alloc_bytes.load(std::memory_order_relaxed);
+    b->freed_bytes += c.freed_bytes.load(std::memory_order_relaxed);
+  }
+};
+
+}  // namespace memd::heap

@@ -1,0 +1,49 @@
+// Allocation sampling, as TCMalloc does it: each thread heap counts down the
+// bytes it allocates and, when the count passes zero, the allocation is a
+// sample; the next countdown is drawn from an exponential distribution with
+// mean `period`, so every byte is equally likely to be sampled and large
+// objects are sampled more often than small ones.
+//
+// A sampled small or medium object is placed in a large block, with a chunk
+// header: free finds it on the large path (never on the segregated fast
+// path), where it asks the hooks whether the chunk is a sampled one. The
+// hooks (process-wide, set by the telemetry layer) record the stack and
+// keep the table of live samples. The heap itself stays policy-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/layout.h"
+
+namespace memd::heap {
+
+struct SamplingHooks {
+  // After a sampled allocation of `requested` bytes at p (a large chunk or a
+  // huge run), counted in the heap's counters as class `counted_class`
+  // (kCountedLarge/kCountedHuge for big objects) of `counted_bytes`.
+  // Runs on the allocating thread, inside malloc: no allocation.
+  void (*allocated)(const Region& r, void* p, size_t requested, uint32_t counted_class, size_t counted_bytes);
+  // Before a large chunk or huge run at p is freed: true if it is a live
+  // sample (forgotten now), with how its allocation was counted.
+  bool (*freeing)(const Region& r, void* p, uint32_t* counted_class, size_t* counted_bytes);
+};
+
+inline constexpr uint32_t kCountedLarge = 0xfffffffeu;
+inline constexpr uint32_t kCountedHuge = 0xffffffffu;
+
+// Sets the hooks and the period (0: no new samples; the hooks still see the
+// frees of earlier ones), for every thread heap;
+// heaps pick up a change within kSamplingRecheckBytes of allocation.
+void set_sampling(const SamplingHooks* hooks, uint64_t period_bytes);
+const SamplingHooks* sampling_hooks();
+uint64_t sampling_period();
+
+// How often a heap with sampling off looks again.
+inline constexpr int64_t kSamplingRecheckBytes = int64_t{64} << 20;
+
+// The next countdown: exponential with mean `period`, from a per-heap
+// random state; kSamplingRecheckBytes when period is 0.
+int64_t next_sample_countdown(uint64_t period, uint64_t* rng);
+
+}  // namespace memd::heap

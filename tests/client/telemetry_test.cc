@@ -1,0 +1,273 @@
+// Telemetry in the heap, without a daemon: the counters every thread heap
+// keeps, and allocation sampling (heap/sampling.h with the client's sampler).
+// No gRPC here, so the sanitizer builds see all of it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <dlfcn.h>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "client/heap.h"
+#include "client/telemetry/sampler.h"
+#include "heap/sampling.h"
+
+namespace memd {
+namespace {
+
+using client::telemetry::drain_sample_events;
+using client::telemetry::enable_sampling;
+using client::telemetry::sampler_counts;
+
+std::vector<memd_sample_event> drain_all() {
+  std::vector<memd_sample_event> out;
+  std::vector<memd_sample_event> buf(client::telemetry::kSampleBufferEvents);
+  for (;;) {
+    size_t n = drain_sample_events(buf.data(), buf.size());
+    out.insert(out.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+    if (n < buf.size()) return out;
+  }
+}
+
+class TelemetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("MEMD_QUIET", "1", 1);
+    enable_sampling(0);
+    drain_all();
+    auto h = Heap::create();
+    ASSERT_TRUE(h.ok()) << h.status();
+    heap_ = std::move(*h);
+  }
+  void TearDown() override {
+    enable_sampling(0);
+    heap_.reset();
+    drain_all();
+  }
+  std::unique_ptr<Heap> heap_;
+};
+
+uint64_t total_allocs(const heap::CounterSnapshot& c) {
+  uint64_t n = c.large.allocs + c.huge.allocs;
+  for (const auto& k : c.classes) n += k.allocs;
+  return n;
+}
+uint64_t total_frees(const heap::CounterSnapshot& c) {
+  uint64_t n = c.large.frees + c.huge.frees;
+  for (const auto& k : c.classes) n += k.frees;
+  return n;
+}
+
+TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
+  std::vector<void*> small, large, huge;
+  for (int i = 0; i < 1000; ++i) small.push_back(heap_->alloc(24));
+  for (int i = 0; i < 300; ++i) small.push_back(heap_->alloc(100));  // class 104
+  for (int i = 0; i < 50; ++i) large.push_back(heap_->alloc(5000));
+  for (int i = 0; i < 3; ++i) huge.push_back(heap_->alloc(1 << 20));
+  heap::CounterSnapshot c = heap_->counters();
+  EXPECT_EQ(c.classes[24 / heap::kGranule].allocs, 1000u);
+  EXPECT_EQ(c.classes[104 / heap::kGranule].allocs, 300u);
+  EXPECT_EQ(c.large.allocs, 50u);
+  EXPECT_GE(c.large.alloc_bytes, 50u * 5000);
+  EXPECT_EQ(c.huge.allocs, 3u);
+  EXPECT_GE(c.huge.alloc_bytes, 3u << 20);
+  EXPECT_EQ(total_frees(c), 0u);
+  for (void* p : small) heap_->free(p);
+  for (void* p : large) heap_->free(p);
+  for (void* p : huge) heap_->free(p);
+  c = heap_->counters();
+  EXPECT_EQ(c.classes[24 / heap::kGranule].frees, 1000u);
+  EXPECT_EQ(c.classes[104 / heap::kGranule].frees, 300u);
+  EXPECT_EQ(c.large.frees, 50u);
+  EXPECT_EQ(c.large.freed_bytes, c.large.alloc_bytes);
+  EXPECT_EQ(c.huge.frees, 3u);
+  EXPECT_EQ(c.huge.freed_bytes, c.huge.alloc_bytes);
+  EXPECT_EQ(c.samples, 0u);  // sampling is off
+}
+
+TEST_F(TelemetryTest, CountersAreCumulativeAcrossThreadsThatComeAndGo) {
+  constexpr int kThreads = 4, kEach = 5000;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&] {
+        std::vector<void*> v;
+        for (int i = 0; i < kEach; ++i) v.push_back(heap_->alloc(16 + (i % 7) * 8));
+        for (void* p : v) heap_->free(p);
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  heap::CounterSnapshot c = heap_->counters();
+  EXPECT_EQ(total_allocs(c), uint64_t{3} * kThreads * kEach);
+  EXPECT_EQ(total_frees(c), uint64_t{3} * kThreads * kEach);
+}
+
+TEST_F(TelemetryTest, SamplesAboutOnePerPeriodAndReportsEachFree) {
+  constexpr uint64_t kPeriod = 64 << 10;
+  enable_sampling(kPeriod);
+  std::mt19937 rng(7);
+  std::vector<std::pair<unsigned char*, size_t>> live;
+  uint64_t bytes = 0;
+  std::vector<memd_sample_event> events;
+  for (int i = 0; i < 200000; ++i) {
+    size_t size = 16 + rng() % 2000;
+    auto* p = static_cast<unsigned char*>(heap_->alloc(size));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5a, size);  // a sampled object is as usable as any
+    live.push_back({p, size});
+    bytes += size;
+    if (live.size() > 5000) {
+      size_t k = rng() % live.size();
+      heap_->free(live[k].first);
+      live[k] = live.back();
+      live.pop_back();
+    }
+    if (i % 10000 == 0) {  // keep the buffer from filling
+      std::vector<memd_sample_event> e = drain_all();
+      events.insert(events.end(), e.begin(), e.end());
+    }
+  }
+  std::vector<memd_sample_event> last = drain_all();
+  events.insert(events.end(), last.begin(), last.end());
+  for (auto [p, size] : live) {
+    for (size_t j = 0; j < size; ++j) ASSERT_EQ(p[j], 0x5a);
+    heap_->free(p);
+  }
+  std::vector<memd_sample_event> frees_after = drain_all();
+  events.insert(events.end(), frees_after.begin(), frees_after.end());
+  ASSERT_TRUE(heap_->check().ok()) << heap_->check();
+
+  std::set<uint64_t> allocated, freed;
+  for (const memd_sample_event& e : events) {
+    if (e.kind == MEMD_SAMPLE_ALLOC) {
+      EXPECT_TRUE(allocated.insert(e.id).second);
+      EXPECT_GE(e.requested_bytes, 16u);
+      EXPECT_GT(e.frame_count, 0);
+    } else {
+      EXPECT_TRUE(freed.insert(e.id).second) << "a sample freed twice";
+    }
+  }
+  // Every object was freed in the end: every sample's free was seen.
+  EXPECT_EQ(allocated, freed);
+  // Poisson with mean bytes / period (about 3,200): far inside these bounds.
+  double expected = static_cast<double>(bytes) / kPeriod;
+  EXPECT_GT(static_cast<double>(allocated.size()), expected * 0.7) << bytes << " bytes";
+  EXPECT_LT(static_cast<double>(allocated.size()), expected * 1.3);
+  // A sampled object is counted in its own class, at allocation and at free.
+  heap::CounterSnapshot c = heap_->counters();
+  EXPECT_EQ(c.samples, allocated.size());
+  EXPECT_EQ(total_allocs(c), total_frees(c));
+}
+
+__attribute__((noinline)) void* allocate_here(Heap* h, size_t size) {
+  void* p = h->alloc(size);
+  asm volatile("" ::: "memory");  // not a tail call: this frame stays on the stack
+  return p;
+}
+
+TEST_F(TelemetryTest, ASampleCarriesTheStackOfItsCaller) {
+  enable_sampling(1);  // every allocation
+  void* p = allocate_here(heap_.get(), 100);
+  enable_sampling(0);
+  std::vector<memd_sample_event> events = drain_all();
+  ASSERT_EQ(events.size(), 1u);
+  const memd_sample_event& e = events[0];
+  EXPECT_EQ(e.address, reinterpret_cast<uintptr_t>(p));
+  EXPECT_EQ(e.requested_bytes, 100u);
+  // One of the frames returns into allocate_here.
+  auto begin = reinterpret_cast<uintptr_t>(&allocate_here);
+  bool found = false;
+  for (int i = 0; i < e.frame_count; ++i) found |= e.frames[i] > begin && e.frames[i] < begin + 256;
+  EXPECT_TRUE(found) << e.frame_count << " frames, none in allocate_here";
+  heap_->free(p);
+  events = drain_all();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, MEMD_SAMPLE_FREE);
+  EXPECT_EQ(events[0].address, reinterpret_cast<uintptr_t>(p));
+}
+
+TEST_F(TelemetryTest, SampledObjectsResizeAndAlignLikeAnyOther) {
+  enable_sampling(1);
+  for (size_t size : {1u, 16u, 100u, 496u, 497u, 5000u, 40000u, 300000u}) {
+    auto* p = static_cast<unsigned char*>(heap_->alloc(size));
+    ASSERT_NE(p, nullptr);
+    EXPECT_GE(heap_->size(p), size);
+    std::memset(p, 1, size);
+    p = static_cast<unsigned char*>(heap_->resize(p, size * 3));
+    ASSERT_NE(p, nullptr);
+    for (size_t j = 0; j < size; ++j) ASSERT_EQ(p[j], 1);
+    heap_->free(p);
+    void* a = heap_->alloc_aligned(size, 256);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+    heap_->free(a);
+    auto* z = static_cast<unsigned char*>(heap_->alloc_zeroed(size));
+    for (size_t j = 0; j < size; ++j) ASSERT_EQ(z[j], 0);
+    heap_->free(z);
+  }
+  enable_sampling(0);
+  EXPECT_TRUE(heap_->check().ok()) << heap_->check();
+  std::vector<memd_sample_event> events = drain_all();
+  size_t allocs = 0, frees = 0;
+  for (const auto& e : events) ++(e.kind == MEMD_SAMPLE_ALLOC ? allocs : frees);
+  EXPECT_GT(allocs, 8u);
+  EXPECT_EQ(allocs, frees);
+}
+
+TEST_F(TelemetryTest, AFullBufferDropsAndCountsInsteadOfWaiting) {
+  enable_sampling(1);
+  uint64_t dropped_before = sampler_counts().dropped;
+  std::vector<void*> v;
+  for (size_t i = 0; i < client::telemetry::kSampleBufferEvents + 500; ++i) v.push_back(heap_->alloc(32));
+  enable_sampling(0);
+  EXPECT_GE(sampler_counts().dropped - dropped_before, 500u);
+  EXPECT_EQ(drain_all().size(), client::telemetry::kSampleBufferEvents);
+  for (void* p : v) heap_->free(p);
+  EXPECT_TRUE(heap_->check().ok());
+}
+
+TEST_F(TelemetryTest, SamplingFromManyThreadsKeepsEveryFreeMatched) {
+  enable_sampling(64 << 10);
+  std::atomic<bool> stop{false};
+  std::vector<memd_sample_event> events;
+  std::thread drainer([&] {
+    while (!stop.load()) {
+      auto e = drain_all();
+      events.insert(events.end(), e.begin(), e.end());
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<void*> v;
+      for (int i = 0; i < 20000; ++i) {
+        v.push_back(heap_->alloc(16 + rng() % 3000));
+        if (v.size() > 200) {
+          heap_->free(v.front());
+          v.erase(v.begin());
+        }
+      }
+      for (void* p : v) heap_->free(p);
+    });
+  }
+  for (auto& t : ts) t.join();
+  stop = true;
+  drainer.join();
+  enable_sampling(0);
+  auto rest = drain_all();
+  events.insert(events.end(), rest.begin(), rest.end());
+  ASSERT_EQ(sampler_counts().live, 0u);
+  std::set<uint64_t> allocated, freed;
+  for (const auto& e : events) (e.kind == MEMD_SAMPLE_ALLOC ? allocated : freed).insert(e.id);
+  EXPECT_GT(allocated.size(), 100u);
+  EXPECT_EQ(allocated, freed);
+}
+
+}  // namespace
+}  // namespace memd
