@@ -7,6 +7,8 @@
 #include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/handler.h"
+#include "daemon/heap_profile.h"
+#include "daemon/metrics.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
 
@@ -39,7 +41,7 @@ uint64_t backing_bytes(const ServedRegion& r) {
 }  // namespace
 
 grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest* req, v1::CheckResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> regions = named(state_, who.peer, req->region());
     if (!regions.ok()) return regions.status();
     for (auto& r : *regions) {
@@ -61,7 +63,7 @@ grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest*
 }
 
 grpc::Status AdminService::Compact(grpc::ServerContext* c, const v1::CompactRequest* req, v1::CompactResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> regions = named(state_, who.peer, req->region());
     if (!regions.ok()) return regions.status();
     uint64_t before = 0, after = 0;
@@ -80,7 +82,7 @@ grpc::Status AdminService::Compact(grpc::ServerContext* c, const v1::CompactRequ
 }
 
 grpc::Status AdminService::Drain(grpc::ServerContext* c, const v1::DrainRequest* req, v1::DrainResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     if (req->pid() < 0) return absl::InvalidArgumentError(absl::StrCat("pid ", req->pid()));
     if (who.peer.uid != 0) {
       for (const auto& s : state_->sessions->list()) {
@@ -103,7 +105,7 @@ grpc::Status AdminService::Drain(grpc::ServerContext* c, const v1::DrainRequest*
 
 grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListClientsRequest*,
                                        v1::ListClientsResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller&) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller&) -> absl::Status {
     for (const auto& s : state_->sessions->list()) {
       v1::ClientInfo* ci = resp->add_clients();
       ci->set_session(s->id);
@@ -128,7 +130,7 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
 }
 
 grpc::Status AdminService::Stats(grpc::ServerContext* c, const v1::StatsRequest*, v1::StatsResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller&) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller&) -> absl::Status {
     resp->set_daemon_id(state_->daemon_id);
     resp->set_version("0.1.0");
     resp->set_uptime_ms(wall_ms() - state_->started_ms);
@@ -140,6 +142,41 @@ grpc::Status AdminService::Stats(grpc::ServerContext* c, const v1::StatsRequest*
     resp->set_clients_reclaimed(state_->sessions->clients_reclaimed());
     resp->set_socket(state_->config->socket_path);
     resp->set_data_dir(state_->config->data_dir);
+    resp->set_metrics_address(state_->metrics_address);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status AdminService::Profile(grpc::ServerContext* c, const v1::ProfileRequest* req,
+                                   v1::ProfileResponse* resp) {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
+    if (req->region().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("name a region, or \"", kProcessHeapLabel, "\" for process heaps"));
+    }
+    if (req->region() != kProcessHeapLabel) {
+      std::shared_ptr<ServedRegion> r = state_->regions->find(req->region());
+      if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->region(), "\""));
+      if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
+    } else if (who.peer.uid != 0 && req->pid() != 0 && req->pid() != who.peer.pid) {
+      // Another process's heap: its owner or root only.
+      bool mine = false;
+      for (const auto& s : state_->sessions->list()) mine |= s->peer.pid == req->pid() && s->peer.uid == who.peer.uid;
+      if (!mine) return absl::PermissionDeniedError(absl::StrCat("process ", req->pid(), " is not yours"));
+    }
+    auto live = [this](const std::string& region, uint64_t offset) {
+      return region_object_live(state_, region, offset);
+    };
+    ProfileInput in = state_->telemetry->profile_input(req->region(), req->pid(), live);
+    in.time_nanos = static_cast<int64_t>(wall_ms()) * 1000000;
+    in.comment = req->pid() != 0 ? absl::StrCat("memd heap profile of ", req->region(), ", pid ", req->pid())
+                                 : absl::StrCat("memd heap profile of ", req->region());
+    uint64_t live_samples = 0;
+    for (const ProfileSample& s : in.samples) live_samples += s.live ? 1 : 0;
+    absl::StatusOr<std::string> bytes = build_heap_profile(in);
+    if (!bytes.ok()) return bytes.status();
+    resp->set_profile(std::move(*bytes));
+    resp->set_samples(in.samples.size());
+    resp->set_live_samples(live_samples);
     return absl::OkStatus();
   });
 }

@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
   d->state_.sessions = d->sessions_.get();
   d->state_.daemon_id = absl::StrCat(getpid(), "-", absl::Hex(client::random_secret()));
   d->state_.started_ms = wall_ms();
+  d->state_.telemetry = &d->telemetry_;
 
   std::vector<KeptLease> kept;
   d->regions_.load_all(&kept);
@@ -47,6 +48,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
       Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
   if (!l.ok()) return l.status();  // ~Daemon stops what started
   d->listener_ = std::move(*l);
+  if (!d->config_.metrics_address.empty()) {
+    // Metrics are for operators; a port taken by someone else does not stop
+    // the daemon from serving memory.
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::start(d->config_.metrics_address, &d->state_);
+    if (m.ok()) {
+      d->metrics_ = std::move(*m);
+      d->state_.metrics_address = d->metrics_->bound_address();
+      log_info("metrics on ", d->state_.metrics_address, "/metrics");
+    } else {
+      log_warning("metrics not served: ", m.status().message());
+    }
+  }
   log_info("memd ", d->state_.daemon_id, " serving on ", d->config_.socket_path, ", data in ", d->config_.data_dir,
            ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients");
   return d;
@@ -55,6 +68,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
 void Daemon::stop() {
   if (stopped_) return;
   stopped_ = true;
+  MetricsServer::stop_in_background(std::move(metrics_));  // no scrape reads a region being closed
   bool serving = listener_ != nullptr;
   if (serving) {
     log_info("shutting down");

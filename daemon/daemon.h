@@ -12,7 +12,9 @@
 #include "daemon/listener.h"
 #include "daemon/peer.h"
 #include "daemon/region_registry.h"
+#include "daemon/metrics.h"
 #include "daemon/services.h"
+#include "daemon/telemetry_store.h"
 #include "daemon/sessions.h"
 
 namespace memd::daemon {
@@ -35,6 +37,7 @@ class Daemon {
   PeerTable peers_;
   RegionRegistry regions_;
   std::unique_ptr<SessionTable> sessions_;
+  TelemetryStore telemetry_;
   DaemonState state_;
   std::unique_ptr<SessionService> session_service_;
   std::unique_ptr<RegionService> region_service_;
@@ -42,6 +45,7 @@ class Daemon {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Listener> listener_;
+  std::unique_ptr<MetricsServer> metrics_;
   bool stopped_ = false;
 };
 

@@ -3,6 +3,7 @@
 // absl::Status into a gRPC status, counting errors.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -15,8 +16,11 @@ struct Caller {
   std::shared_ptr<Session> session;  // null for calls without a session
 };
 
+// `method` is the RPC's name (its handler's __func__), for the metrics.
 template <class F>
-grpc::Status handle(DaemonState* state, grpc::ServerContext* context, std::optional<uint64_t> session, F work) {
+grpc::Status handle(DaemonState* state, const char* method, grpc::ServerContext* context,
+                    std::optional<uint64_t> session, F work) {
+  auto started = std::chrono::steady_clock::now();
   state->rpcs.fetch_add(1, std::memory_order_relaxed);
   absl::Status result;
   std::optional<Peer> peer = state->peers->find(context->peer());
@@ -32,7 +36,11 @@ grpc::Status handle(DaemonState* state, grpc::ServerContext* context, std::optio
     if (result.ok()) result = work(caller);
   }
   if (!result.ok()) state->rpc_errors.fetch_add(1, std::memory_order_relaxed);
-  return to_grpc(result);
+  grpc::Status status = to_grpc(result);
+  state->rpc_stats.record(method, status.error_code());
+  state->rpc_stats.observe_lease(method,
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return status;
 }
 
 }  // namespace memd::daemon

@@ -29,7 +29,7 @@ absl::Status removed() { return absl::NotFoundError("the region was removed"); }
 }  // namespace
 
 grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseRequest* req, v1::LeaseResponse* resp) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
     heap::PageKind kind;
@@ -65,7 +65,7 @@ grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseReque
 }
 
 grpc::Status LeaseRpcService::Release(grpc::ServerContext* c, const v1::ReleaseRequest* req, v1::ReleaseResponse*) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
     std::vector<heap::PageIndex> pages;
@@ -79,7 +79,7 @@ grpc::Status LeaseRpcService::Release(grpc::ServerContext* c, const v1::ReleaseR
 
 grpc::Status LeaseRpcService::LeaseRun(grpc::ServerContext* c, const v1::LeaseRunRequest* req,
                                        v1::LeaseRunResponse* resp) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
     std::lock_guard<std::mutex> g(t->region->lock);
@@ -96,7 +96,7 @@ grpc::Status LeaseRpcService::LeaseRun(grpc::ServerContext* c, const v1::LeaseRu
 
 grpc::Status LeaseRpcService::ReleaseRun(grpc::ServerContext* c, const v1::ReleaseRunRequest* req,
                                          v1::ReleaseRunResponse*) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
     std::lock_guard<std::mutex> g(t->region->lock);
@@ -107,7 +107,7 @@ grpc::Status LeaseRpcService::ReleaseRun(grpc::ServerContext* c, const v1::Relea
 
 grpc::Status LeaseRpcService::ResizeRun(grpc::ServerContext* c, const v1::ResizeRunRequest* req,
                                         v1::ResizeRunResponse* resp) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
     std::lock_guard<std::mutex> g(t->region->lock);

@@ -12,7 +12,7 @@ namespace memd::daemon {
 
 grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionRequest* req,
                                  v1::OpenRegionResponse* resp) {
-  return handle(state_, c, req->session(), [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     OpenArgs a;
     a.name = req->name();
     a.discipline = static_cast<Discipline>(req->discipline());
@@ -54,13 +54,13 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
 
 grpc::Status RegionService::Close(grpc::ServerContext* c, const v1::CloseRegionRequest* req,
                                   v1::CloseRegionResponse*) {
-  return handle(state_, c, req->session(), [&](Caller& who) {
+  return handle(state_, __func__, c, req->session(), [&](Caller& who) {
     return state_->sessions->detach(*who.session, req->handle());
   });
 }
 
 grpc::Status RegionService::List(grpc::ServerContext* c, const v1::ListRegionsRequest*, v1::ListRegionsResponse* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller& who) {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) {
     for (const auto& r : state_->regions->list()) {
       // Regions the caller may not read are not listed to it.
       if (!check_access(r->record, who.peer, false).ok()) continue;
@@ -71,7 +71,7 @@ grpc::Status RegionService::List(grpc::ServerContext* c, const v1::ListRegionsRe
 }
 
 grpc::Status RegionService::Stat(grpc::ServerContext* c, const v1::StatRegionRequest* req, v1::RegionInfo* resp) {
-  return handle(state_, c, std::nullopt, [&](Caller& who) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     std::shared_ptr<ServedRegion> r = state_->regions->find(req->name());
     if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->name(), "\""));
     if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
@@ -84,7 +84,11 @@ grpc::Status RegionService::Remove(grpc::ServerContext* c, const v1::RemoveRegio
                                    v1::RemoveRegionResponse*) {
   std::optional<uint64_t> session;
   if (req->session() != 0) session = req->session();
-  return handle(state_, c, session, [&](Caller& who) { return state_->regions->remove(req->name(), who.peer); });
+  return handle(state_, __func__, c, session, [&](Caller& who) {
+    absl::Status s = state_->regions->remove(req->name(), who.peer);
+    if (s.ok()) state_->telemetry->forget_region(req->name());
+    return s;
+  });
 }
 
 void describe_region(ServedRegion& r, v1::RegionInfo* out) {

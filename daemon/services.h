@@ -14,7 +14,9 @@
 #include "daemon/config.h"
 #include "daemon/peer.h"
 #include "daemon/region_registry.h"
+#include "daemon/rpc_stats.h"
 #include "daemon/sessions.h"
+#include "daemon/telemetry_store.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::daemon {
@@ -29,6 +31,9 @@ struct DaemonState {
   uint64_t started_ms = 0;
   std::atomic<uint64_t> rpcs{0};
   std::atomic<uint64_t> rpc_errors{0};
+  RpcStats rpc_stats;
+  TelemetryStore* telemetry = nullptr;
+  std::string metrics_address;  // bound; empty: not served
 };
 
 // Same code, same message.
@@ -82,6 +87,7 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status ListClients(grpc::ServerContext* c, const v1::ListClientsRequest* req,
                            v1::ListClientsResponse* resp) override;
   grpc::Status Stats(grpc::ServerContext* c, const v1::StatsRequest* req, v1::StatsResponse* resp) override;
+  grpc::Status Profile(grpc::ServerContext* c, const v1::ProfileRequest* req, v1::ProfileResponse* resp) override;
 
  private:
   DaemonState* state_;

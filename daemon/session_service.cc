@@ -9,6 +9,8 @@
 // API would not, but mixed with the synchronous services it makes gRPC 1.51
 // poll on threads that sleep 100 ms when idle, stalling unrelated calls.
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "daemon/log.h"
 #include "daemon/services.h"
@@ -20,6 +22,7 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   state_->rpcs.fetch_add(1, std::memory_order_relaxed);
   auto refuse = [&](const grpc::Status& s) {
     state_->rpc_errors.fetch_add(1, std::memory_order_relaxed);
+    state_->rpc_stats.record("Session", s.error_code());
     return s;
   };
   v1::SessionRequest request;
@@ -55,10 +58,17 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     std::lock_guard<std::mutex> g(write_lock);
     stream->Write(welcome);
   }
-  // Later messages carry nothing; the stream's end is what matters.
+  // Then telemetry reports, until the stream ends.
+  ClientIdentity who{(*s)->id, peer->pid, peer->uid, (*s)->program};
   while (stream->Read(&request)) {
+    if (!request.has_telemetry() || state_->telemetry == nullptr) continue;
+    std::set<std::string> attached;
+    for (const auto& [handle, a] : state_->sessions->attachments(**s)) attached.insert(a.region->record.name);
+    state_->telemetry->report(who, attached, request.telemetry());
   }
   state_->sessions->end((*s)->id);
+  if (state_->telemetry != nullptr) state_->telemetry->end_session((*s)->id);
+  state_->rpc_stats.record("Session", grpc::StatusCode::OK);
   return grpc::Status::OK;
 }
 

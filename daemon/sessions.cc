@@ -272,4 +272,11 @@ uint32_t SessionTable::drain(pid_t pid, const std::string& region) {
   return asked;
 }
 
+size_t SessionTable::orphan_count() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::set<std::pair<pid_t, uint64_t>> processes;
+  for (const Orphan& o : orphans_) processes.insert({o.pid, o.start_time});
+  return processes.size();
+}
+
 }  // namespace memd::daemon

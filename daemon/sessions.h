@@ -80,6 +80,8 @@ class SessionTable {
   uint32_t drain(pid_t pid, const std::string& region);
   uint64_t sessions_total() const { return sessions_total_.load(); }
   uint64_t clients_reclaimed() const { return reclaimed_.load(); }
+  // Processes whose leases are orphans now (alive, disconnected).
+  size_t orphan_count() const;
 
  private:
   struct Orphan {

@@ -13,9 +13,15 @@ packages=(
   libpmem-dev libpmemobj-dev
   # tests and microbenchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # checks of deploy/: systemd-analyze, and YAML for the DaemonSet
+  # (promtool comes with prometheus, above)
+  systemd python3-yaml
   # benchmark peers
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-dev
 )
+# `go tool pprof` reads the heap profiles in the tests; a Go installed
+# another way (e.g. /usr/local/go) does as well as Debian's.
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || packages+=(golang-go)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -93,6 +94,10 @@ class DaemonProcess {
   void start() {
     std::vector<std::string> argv = {MEMD_BINARY,   "--socket",        socket(), "--data-dir", dir_ + "/data",
                                      "--shm-namespace", ns_, "--log-level", "info"};
+    // A port of its own: tests run daemons side by side.
+    if (std::find(extra_.begin(), extra_.end(), "--metrics-address") == extra_.end()) {
+      argv.insert(argv.end(), {"--metrics-address", "127.0.0.1:0"});
+    }
     argv.insert(argv.end(), extra_.begin(), extra_.end());
     pid_ = spawn_process(argv, log_path());
     for (int i = 0; i < 1000 && !socket_answers(socket()); ++i) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -19,9 +20,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/daemon_client.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "memd/v1/memd.pb.h"
 #include "tests/daemon/daemon_process.h"
@@ -84,9 +87,10 @@ std::ostream& operator<<(std::ostream& os, const Result& r) {
 }
 
 // Runs memdctl with `args`, its stdout and stderr to separate files in `dir`.
-// `environment` entries (NAME=value) replace the inherited ones of that name.
+// `environment` entries (NAME=value) replace the inherited ones of that name;
+// `cwd`, if given, is memdctl's working directory.
 Result run_memdctl(const std::string& dir, const std::vector<std::string>& args,
-                   const std::vector<std::string>& environment = {}) {
+                   const std::vector<std::string>& environment = {}, const std::string& cwd = "") {
   static int runs = 0;
   const std::string stem = dir + "/memdctl-" + std::to_string(runs++);
   const std::string out_path = stem + ".out", err_path = stem + ".err";
@@ -115,6 +119,7 @@ Result run_memdctl(const std::string& dir, const std::vector<std::string>& args,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   pid_t pid = -1;
   int spawned = posix_spawn(&pid, arg_pointers[0], &actions, nullptr, arg_pointers.data(), env_pointers.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -487,6 +492,82 @@ TEST_F(MemdctlTest, RemoveDeletesARegionNoClientHasAttached) {
   EXPECT_EQ(again.err.rfind("memdctl: remove: NOT_FOUND: ", 0), 0u) << again;
 }
 
+// Sets environment variables for the children started in its scope.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(std::vector<std::pair<std::string, std::string>> values) : values_(std::move(values)) {
+    for (const auto& [name, value] : values_) setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : values_) unsetenv(name.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
+// A real profile only: a client that samples (often, reporting every
+// 100 ms) holds objects in a region; memdctl writes the daemon's gzipped
+// profile of them, with samples, all live, and says so.
+TEST_F(MemdctlTest, ProfileWritesTheSampledObjectsOfARegion) {
+  std::optional<HeldClient> held;
+  {
+    ScopedEnvironment sampling({{"MEMD_SAMPLE_BYTES", "256"}, {"MEMD_TELEMETRY_INTERVAL_MS", "100"}});
+    held.emplace(daemon_, "jobs");
+  }
+  ASSERT_TRUE(held->ready()) << held->log();
+
+  const std::string file = daemon_.dir() + "/jobs.pb.gz";
+  google::protobuf::Struct summary;
+  auto number = [&](const char* field) { return summary.fields().at(field).number_value(); };
+  Result json;
+  // Samples reach the daemon with the client's next report.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       std::chrono::steady_clock::now() < until;) {
+    json = memdctl({"--json", "profile", "jobs", "-o", file});
+    ASSERT_EQ(json.exit_code, 0) << json;
+    summary = parse_json<google::protobuf::Struct>(json.out);
+    if (number("samples") > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(number("samples"), 0) << json << held->log();
+  EXPECT_EQ(number("live_samples"), number("samples")) << json;  // the client frees nothing
+  EXPECT_EQ(summary.fields().at("file").string_value(), file);
+  EXPECT_EQ(summary.fields().at("region").string_value(), "jobs");
+  const std::string profile = read_text(file);
+  EXPECT_EQ(number("bytes"), static_cast<double>(profile.size()));
+  ASSERT_GT(profile.size(), 20u);
+  EXPECT_EQ(profile.substr(0, 2), "\x1f\x8b") << "not gzip";
+
+  // For people: one line on stderr; the default file name; stdout kept for
+  // the profile with -o -.
+  Result text = run_memdctl(daemon_.dir(), {"--socket", daemon_.socket(), "profile", "jobs", "--pid",
+                                            std::to_string(held->pid())},
+                            {}, daemon_.dir());
+  ASSERT_EQ(text.exit_code, 0) << text;
+  EXPECT_EQ(text.out, "");
+  EXPECT_TRUE(std::regex_match(text.err, std::regex("profile of jobs: [1-9][0-9]* samples \\([1-9][0-9]* live\\), "
+                                                    "[0-9.]+ (B|KiB|MiB) written to memd-jobs.pb.gz\n")))
+      << text;
+  EXPECT_EQ(read_text(daemon_.dir() + "/memd-jobs.pb.gz").substr(0, 2), "\x1f\x8b");
+  Result piped = memdctl({"profile", "jobs", "-o", "-"});
+  ASSERT_EQ(piped.exit_code, 0) << piped;
+  EXPECT_EQ(piped.out.substr(0, 2), "\x1f\x8b");
+  EXPECT_NE(piped.err.find("written to stdout"), std::string::npos) << piped;
+}
+
+TEST_F(MemdctlTest, ProfileErrors) {
+  Result unknown = memdctl({"profile", "nosuch"});
+  EXPECT_EQ(unknown.exit_code, 4) << unknown;
+  EXPECT_EQ(unknown.err.rfind("memdctl: profile: NOT_FOUND: ", 0), 0u) << unknown;
+
+  HeldClient held(daemon_, "jobs");
+  ASSERT_TRUE(held.ready()) << held.log();
+  Result unwritable = memdctl({"profile", "jobs", "-o", daemon_.dir() + "/no/such/dir/p.pb.gz"});
+  EXPECT_EQ(unwritable.exit_code, 5) << unwritable;
+  EXPECT_EQ(unwritable.err.rfind("memdctl: profile: cannot write ", 0), 0u) << unwritable;
+}
+
 std::string not_running_message(const std::string& what) {
   return "memdctl: memd is not running (" + what +
          "); start it with 'make run' or 'memd', or pass --socket\n";
@@ -552,6 +633,11 @@ TEST_F(MemdctlTest, BadUsageExitsTwoWithTheUsageText) {
       {"--timeout", "0", "stats"},
       {"--bogus", "regions"},
       {"stats", "--socket"},
+      {"profile"},
+      {"profile", "jobs", "--pid", "x"},
+      {"profile", "jobs", "-o"},
+      {"regions", "-o", "file"},
+      {"stats", "--pid", "1"},
   };
   for (const std::vector<std::string>& args : bad) {
     Result r = memdctl(args);
@@ -575,7 +661,8 @@ TEST_F(MemdctlTest, HelpPrintsTheUsageOnStdout) {
     EXPECT_EQ(r.exit_code, 0) << r;
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(r.out.rfind(kUsageLine, 0), 0u) << r;
-    for (const char* command : {"regions", "stat", "clients", "check", "compact", "drain", "stats", "remove"}) {
+    for (const char* command :
+         {"regions", "stat", "clients", "check", "compact", "drain", "stats", "remove", "profile"}) {
       EXPECT_NE(r.out.find(std::string("\n  ") + command + " "), std::string::npos) << command;
     }
   }

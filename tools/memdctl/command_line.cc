@@ -34,6 +34,8 @@ constexpr CommandSpec kCommands[] = {
     {Command::kStats, "stats", "", "", 0, 0, "the daemon's statistics"},
     {Command::kHealth, "health", "", "", 0, 0, "the daemon's grpc.health.v1 status (exit 1 unless SERVING)"},
     {Command::kRemove, "remove", "", "REGION", 1, 1, "delete a region no client has attached"},
+    {Command::kProfile, "profile", "", "REGION [--pid PID] [-o FILE]", 1, 1,
+     "a heap profile for go tool pprof (REGION \"(process)\": process heaps)"},
 };
 
 const CommandSpec* find_command(std::string_view word) {
@@ -72,7 +74,7 @@ std::optional<int32_t> parse_pid(const std::string& text) {
 absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv) {
   CommandLine cl;
   std::vector<std::string> words;  // the subcommand and its operands
-  bool region_given = false;
+  bool region_given = false, pid_given = false, output_given = false;
   bool options_ended = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -118,6 +120,19 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv
       if (!name.ok()) return name.status();
       cl.region = *name;
       region_given = true;
+    } else if (flag == "--pid") {
+      absl::StatusOr<std::string> text = take_value();
+      if (!text.ok()) return text.status();
+      std::optional<int32_t> pid = parse_pid(*text);
+      if (!pid) return usage_error(absl::StrCat("--pid: \"", *text, "\" is not a process id"));
+      cl.pid = *pid;
+      pid_given = true;
+    } else if (flag == "-o" || flag == "--output") {
+      absl::StatusOr<std::string> path = take_value();
+      if (!path.ok()) return path.status();
+      if (path->empty()) return usage_error(absl::StrCat(flag, " needs a file name, or - for stdout"));
+      cl.output = *path;
+      output_given = true;
     } else {
       return usage_error(absl::StrCat("unknown option ", arg));
     }
@@ -138,6 +153,9 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv
   if (region_given && cl.command != Command::kDrain) {
     return usage_error(absl::StrCat("--region belongs to drain, not ", cl.command_name));
   }
+  if ((pid_given || output_given) && cl.command != Command::kProfile) {
+    return usage_error(absl::StrCat(pid_given ? "--pid" : "-o", " belongs to profile, not ", cl.command_name));
+  }
   if (cl.command == Command::kDrain) {
     std::optional<int32_t> pid = parse_pid(cl.args[0]);
     if (!pid) return usage_error(absl::StrCat("drain: \"", cl.args[0], "\" is not a process id"));
@@ -156,8 +174,9 @@ std::string usage() {
   for (const CommandSpec& c : kCommands) {
     std::string synopsis = absl::StrCat(c.name, *c.operands == '\0' ? "" : " ", c.operands);
     if (*c.alias != '\0') absl::StrAppend(&synopsis, " (", c.alias, ")");
-    absl::StrAppend(&text, "  ", synopsis, std::string(synopsis.size() < 28 ? 28 - synopsis.size() : 1, ' '),
-                    c.summary, "\n");
+    // A synopsis too long for the column puts its summary on the next line.
+    const std::string gap = synopsis.size() < 28 ? std::string(28 - synopsis.size(), ' ') : "\n" + std::string(30, ' ');
+    absl::StrAppend(&text, "  ", synopsis, gap, c.summary, "\n");
   }
   absl::StrAppend(&text,
                   "\n"
@@ -169,7 +188,7 @@ std::string usage() {
                   "  -h, --help                  this text\n"
                   "\n"
                   "exit status: 0 done, 1 a check failed, 2 usage error, 3 memd cannot be reached (not running),\n"
-                  "4 the daemon refused or failed the call\n");
+                  "4 the daemon refused or failed the call, 5 the profile could not be written\n");
   return text;
 }
 

@@ -12,7 +12,7 @@
 
 namespace memd::memdctl {
 
-enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove };
+enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile };
 
 struct CommandLine {
   std::string socket;  // empty: memd::Client::default_socket()
@@ -23,8 +23,9 @@ struct CommandLine {
   Command command = Command::kRegions;
   std::string command_name;        // as typed ("ls" or "regions"), for messages
   std::vector<std::string> args;   // the subcommand's positional arguments
-  int32_t pid = 0;                 // drain PID (0: every client)
+  int32_t pid = 0;                 // drain PID, profile --pid PID (0: every client)
   std::string region;              // drain --region NAME
+  std::string output;              // profile -o FILE ("-": stdout; empty: memd-REGION.pb.gz)
 };
 
 // A usage error comes back as InvalidArgument with a one-line message; the

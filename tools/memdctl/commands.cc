@@ -1,12 +1,17 @@
 #include "tools/memdctl/commands.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/struct.pb.h"
 #include "heap/units.h"
 #include "tools/memdctl/output.h"
 
@@ -163,6 +168,65 @@ Outcome remove_command(const CommandLine& command_line, DaemonCalls& calls) {
                       [&] { return absl::StrCat("removed region ", command_line.args[0], "\n"); });
 }
 
+// memd-REGION.pb.gz, without the characters a file name had better not
+// carry: "(process)" gives memd-process.pb.gz.
+std::string default_profile_file(const std::string& region) {
+  std::string name = "memd-";
+  for (char c : region) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') {
+      name += c;
+    } else if (c != '(' && c != ')') {
+      name += '_';
+    }
+  }
+  return name + ".pb.gz";
+}
+
+// Writes all of `bytes` to `path` ("-": stdout); why not, if it cannot.
+std::optional<std::string> write_all(const std::string& path, const std::string& bytes) {
+  const bool to_stdout = path == "-";
+  FILE* file = to_stdout ? stdout : std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return std::strerror(errno);
+  errno = 0;
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  ok = (to_stdout ? std::fflush(file) : std::fclose(file)) == 0 && ok;
+  if (ok) return std::nullopt;
+  return errno != 0 ? std::strerror(errno) : "short write";
+}
+
+// The profile goes to its file; what was written goes to stderr, or as JSON
+// to stdout (stderr when the profile itself is on stdout).
+Outcome profile_command(const CommandLine& command_line, DaemonCalls& calls) {
+  const std::string& region = command_line.args[0];
+  v1::ProfileResponse response;
+  if (grpc::Status s = calls.profile(region, command_line.pid, &response); !s.ok()) return {s};
+  const std::string file = command_line.output.empty() ? default_profile_file(region) : command_line.output;
+  if (std::optional<std::string> error = write_all(file, response.profile())) {
+    std::fprintf(stderr, "memdctl: profile: cannot write %s: %s\n", file.c_str(), error->c_str());
+    return {grpc::Status::OK, kExitWriteFailed};
+  }
+  const bool to_stdout = file == "-";
+  if (command_line.json) {
+    google::protobuf::Struct summary;
+    auto& fields = *summary.mutable_fields();
+    fields["region"].set_string_value(region);
+    fields["pid"].set_number_value(command_line.pid);
+    fields["samples"].set_number_value(static_cast<double>(response.samples()));
+    fields["live_samples"].set_number_value(static_cast<double>(response.live_samples()));
+    fields["file"].set_string_value(file);
+    fields["bytes"].set_number_value(static_cast<double>(response.profile().size()));
+    absl::StatusOr<std::string> json = to_json(summary);
+    if (!json.ok()) return {grpc::Status(grpc::StatusCode::INTERNAL, std::string(json.status().message()))};
+    std::fprintf(to_stdout ? stderr : stdout, "%s\n", json->c_str());
+  } else {
+    std::fprintf(stderr, "profile of %s: %llu samples (%llu live), %s written to %s\n", region.c_str(),
+                 static_cast<unsigned long long>(response.samples()),
+                 static_cast<unsigned long long>(response.live_samples()),
+                 human_bytes(response.profile().size()).c_str(), to_stdout ? "stdout" : file.c_str());
+  }
+  return {};
+}
+
 }  // namespace
 
 Outcome run_command(const CommandLine& command_line, DaemonCalls& calls) {
@@ -176,6 +240,7 @@ Outcome run_command(const CommandLine& command_line, DaemonCalls& calls) {
     case Command::kStats: return stats_command(command_line, calls);
     case Command::kHealth: return health_command(command_line, calls);
     case Command::kRemove: return remove_command(command_line, calls);
+    case Command::kProfile: return profile_command(command_line, calls);
   }
   return {grpc::Status(grpc::StatusCode::INTERNAL, "unknown command")};
 }

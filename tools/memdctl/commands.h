@@ -15,10 +15,11 @@ inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitNotRunning = 3;
 inline constexpr int kExitCallFailed = 4;
+inline constexpr int kExitWriteFailed = 5;  // profile: the answer came, the file could not be written
 
 struct Outcome {
   grpc::Status call;       // not ok: the call failed and nothing was printed
-  int exit_code = kExitOk; // when it succeeded: kExitOk, or kExitCheckFailed
+  int exit_code = kExitOk; // when it succeeded: kExitOk, kExitCheckFailed or kExitWriteFailed
 };
 
 // Runs the subcommand, printing its answer on stdout.

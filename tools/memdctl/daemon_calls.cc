@@ -51,7 +51,12 @@ std::string status_code_name(grpc::StatusCode code) {
 }
 
 DaemonCalls::DaemonCalls(const std::string& socket, std::chrono::milliseconds timeout) : timeout_(timeout) {
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments arguments;
+  // A heap profile may pass gRPC's default 4 MiB answer limit; the daemon
+  // is local and trusted.
+  arguments.SetMaxReceiveMessageSize(-1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), arguments);
   regions_ = v1::Regions::NewStub(channel);
   admin_ = v1::Admin::NewStub(channel);
   health_ = grpc::health::v1::Health::NewStub(channel);
@@ -119,6 +124,15 @@ grpc::Status DaemonCalls::stats(v1::StatsResponse* out) {
   grpc::ClientContext context;
   set_deadline(&context);
   return admin_->Stats(&context, v1::StatsRequest(), out);
+}
+
+grpc::Status DaemonCalls::profile(const std::string& region, int32_t pid, v1::ProfileResponse* out) {
+  grpc::ClientContext context;
+  set_deadline(&context);
+  v1::ProfileRequest request;
+  request.set_region(region);
+  request.set_pid(pid);
+  return admin_->Profile(&context, request, out);
 }
 
 grpc::Status DaemonCalls::health(grpc::health::v1::HealthCheckResponse* out) {

@@ -42,6 +42,9 @@ class DaemonCalls {
   grpc::Status drain(int32_t pid, const std::string& region, v1::DrainResponse* out);
   grpc::Status list_clients(v1::ListClientsResponse* out);
   grpc::Status stats(v1::StatsResponse* out);
+  // A region's heap profile ("(process)": process heaps), of one client or
+  // (pid 0) of every client.
+  grpc::Status profile(const std::string& region, int32_t pid, v1::ProfileResponse* out);
   grpc::Status health(grpc::health::v1::HealthCheckResponse* out);
 
  private:

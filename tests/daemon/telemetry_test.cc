@@ -1,0 +1,266 @@
+// Telemetry end to end: real clients report to a real memd over their
+// session streams; the daemon's /metrics (scraped over HTTP, checked by
+// promtool) and heap profiles (Admin.Profile) show what they did. Also what
+// a client cannot do with a report: invent regions or size classes.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "daemon_process.h"
+#include "memd/v1/memd.grpc.pb.h"
+#include "raw_session.h"
+#include "test_util.h"
+
+namespace memd::testing {
+namespace {
+
+std::string metrics_address(const DaemonProcess& d) {
+  RawSession s(d.socket());
+  grpc::ClientContext c;
+  RawSession::deadline(&c);
+  v1::StatsResponse resp;
+  grpc::Status st = s.admin->Stats(&c, v1::StatsRequest(), &resp);
+  return st.ok() ? resp.metrics_address() : "";
+}
+
+// GET http://address/metrics; the body, or "" on failure.
+std::string scrape(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return "";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    std::string req = "GET /metrics HTTP/1.0\r\nHost: memd\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[65536];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+// The value of the series `name` whose labels include every `labels` pair
+// (given as `key="value"`); -1 if there is none.
+double value_of(const std::string& text, const std::string& name, const std::vector<std::string>& labels = {}) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t end = line.find_first_of("{ ");
+    if (line.substr(0, end) != name) continue;
+    bool all = true;
+    for (const std::string& l : labels) all &= line.find(l) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+std::string gunzip(const std::string& in) {
+  z_stream z{};
+  inflateInit2(&z, 16 + MAX_WBITS);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[65536];
+  int rc;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  } while (rc == Z_OK);
+  inflateEnd(&z);
+  return rc == Z_STREAM_END ? out : "";
+}
+
+class TelemetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Clients report every 100 ms and sample one allocation per 16 KiB.
+    setenv("MEMD_TELEMETRY_INTERVAL_MS", "100", 1);
+    setenv("MEMD_SAMPLE_BYTES", "16384", 1);
+    ASSERT_TRUE(d_.running()) << d_.log();
+    address_ = metrics_address(d_);
+    ASSERT_FALSE(address_.empty()) << d_.log();
+  }
+  void TearDown() override {
+    unsetenv("MEMD_TELEMETRY_INTERVAL_MS");
+    unsetenv("MEMD_SAMPLE_BYTES");
+  }
+  DaemonProcess d_;
+  std::string address_;
+};
+
+TEST_F(TelemetryTest, ClientsShowUpInMetricsAndTotalsOutliveThem) {
+  pid_t churn = start_client(d_, {}, {"tm", "churn", "1", "60"});
+  std::string client = "client=\"test_client churn:" + std::to_string(churn) + "\"";
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_client_allocations_total", {client, "region=\"tm\""}) > 10000 &&
+           value_of(text, "memd_allocation_site_allocated_bytes", {"region=\"tm\""}) > 0;
+  })) << text << d_.log();
+  EXPECT_EQ(value_of(text, "memd_client_info", {client}), 1);
+  EXPECT_GT(value_of(text, "memd_client_frees_total", {client, "region=\"tm\""}), 0);
+  EXPECT_GT(value_of(text, "memd_client_leased_blocks", {client, "region=\"tm\""}), 0);
+  EXPECT_GT(value_of(text, "memd_client_samples_total", {client}), 0);
+  EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"16\""}), 0);
+  EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"large\""}), 0);
+  EXPECT_GT(value_of(text, "memd_region_in_blocks_bytes", {"region=\"tm\""}), 0);
+  EXPECT_GT(value_of(text, "memd_region_resident_bytes", {"region=\"tm\""}), 0);
+  EXPECT_GE(value_of(text, "memd_region_fragmentation_ratio", {"region=\"tm\""}), 0);
+  EXPECT_EQ(value_of(text, "memd_region_dead_client_leases", {"region=\"tm\""}), 0);
+  EXPECT_GT(value_of(text, "memd_lease_rpc_duration_seconds_count", {"method=\"Lease\""}), 0);
+  EXPECT_GT(value_of(text, "memd_rpcs_total", {"method=\"Lease\"", "code=\"OK\""}), 0);
+  EXPECT_EQ(value_of(text, "memd_sessions", {"state=\"connected\""}), 1);
+  // The stack of a sample reaches the program's own code.
+  EXPECT_NE(text.find("site=\"main\""), std::string::npos) << text;
+
+  // The client goes; the totals of its region stay (counters never go down).
+  double before = value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"16\""});
+  kill(churn, SIGKILL);
+  wait_exit(churn);
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_client_info", {client}) < 0;
+  })) << text;
+  EXPECT_GE(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"16\""}), before);
+  EXPECT_LT(value_of(text, "memd_client_allocations_total", {client}), 0);  // its series are gone
+}
+
+TEST_F(TelemetryTest, MetricsPassPromtool) {
+  pid_t c = start_client(d_, {}, {"lint", "churn", "2", "60"});
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_allocation_site_inuse_bytes") >= 0;
+  })) << text;
+  kill(c, SIGKILL);
+  wait_exit(c);
+  std::string path = d_.dir() + "/metrics.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  std::string cmd = "promtool check metrics < " + path + " > " + d_.dir() + "/promtool.out 2>&1";
+  int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << read_file(d_.dir() + "/promtool.out");
+}
+
+TEST_F(TelemetryTest, ProfilesOfARegionNameTheProgramsFunctions) {
+  pid_t c = start_client(d_, {}, {"prof", "churn", "3", "60"});
+  RawSession s(d_.socket());
+  v1::ProfileResponse resp;
+  ASSERT_TRUE(eventually([&] {
+    grpc::ClientContext ctx;
+    RawSession::deadline(&ctx);
+    v1::ProfileRequest req;
+    req.set_region("prof");
+    resp.Clear();
+    return s.admin->Profile(&ctx, req, &resp).ok() && resp.samples() > 20;
+  })) << d_.log();
+  kill(c, SIGKILL);
+  wait_exit(c);
+  std::string raw = gunzip(resp.profile());
+  ASSERT_FALSE(raw.empty());
+  // The string table holds the function names of the sampled stacks.
+  EXPECT_NE(raw.find("main"), std::string::npos);
+  EXPECT_NE(raw.find("inuse_space"), std::string::npos);
+  EXPECT_EQ(raw.find("memd::heap::OwnerHeap"), std::string::npos) << "allocator frames are cut";
+
+  // Per client: a pid with no samples gives an empty profile, not an error.
+  grpc::ClientContext ctx;
+  RawSession::deadline(&ctx);
+  v1::ProfileRequest req;
+  req.set_region("prof");
+  req.set_pid(1);
+  v1::ProfileResponse none;
+  ASSERT_TRUE(s.admin->Profile(&ctx, req, &none).ok());
+  EXPECT_EQ(none.samples(), 0u);
+}
+
+TEST_F(TelemetryTest, BadProfileRequestsGetClearErrors) {
+  RawSession s(d_.socket());
+  auto profile = [&](const std::string& region) {
+    grpc::ClientContext ctx;
+    RawSession::deadline(&ctx);
+    v1::ProfileRequest req;
+    req.set_region(region);
+    v1::ProfileResponse resp;
+    return s.admin->Profile(&ctx, req, &resp);
+  };
+  grpc::Status st = profile("");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("(process)"), std::string::npos) << st.error_message();
+  st = profile("no-such-region");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(profile("(process)").ok());
+}
+
+TEST_F(TelemetryTest, AReportCannotInventRegionsOrSizeClasses) {
+  RawSession s(d_.socket());
+  ASSERT_NE(s.id, 0u);
+  v1::SessionRequest req;
+  v1::TelemetryReport* r = req.mutable_telemetry();
+  auto add = [&](const std::string& region, uint32_t size_class) {
+    v1::HeapCounters* h = r->add_heaps();
+    h->set_region(region);
+    v1::ClassCounters* c = h->add_classes();
+    c->set_size_class(size_class);
+    c->set_allocations(5);
+  };
+  add("never-opened", 16);        // not attached: left out
+  add("", 17);                    // not a size class: left out
+  add("", 24);                    // the process heap, a real class: counted
+  v1::Sample* sample = r->add_samples();
+  sample->set_region("never-opened");
+  sample->set_requested_bytes(100);
+  for (int i = 0; i < 1000; ++i) sample->add_stack(static_cast<uint64_t>(i));
+  v1::Symbol* sym = r->add_symbols();
+  sym->set_address(1);
+  sym->set_name(std::string(100000, 'x'));  // cut to a bounded length
+  ASSERT_TRUE(s.stream->Write(req));
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_telemetry_rejected_total") >= 3;
+  })) << text;
+  EXPECT_EQ(text.find("never-opened"), std::string::npos);
+  EXPECT_EQ(value_of(text, "memd_size_class_allocations_total", {"region=\"(process)\"", "size_class=\"24\""}), 5);
+  EXPECT_LT(value_of(text, "memd_size_class_allocations_total", {"size_class=\"17\""}), 0);
+  // The daemon still serves.
+  v1::RegionInfo info;
+  EXPECT_EQ(s.stat("never-opened", &info).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(TelemetryTest, ReportsWhileTheDaemonIsAwayAreDroppedAndCounted) {
+  pid_t c = start_client(d_, {}, {"away", "churn", "4", "60"});
+  std::string client = "client=\"test_client churn:" + std::to_string(c) + "\"";
+  ASSERT_TRUE(eventually([&] { return value_of(scrape(address_), "memd_client_info", {client}) == 1; }));
+  d_.kill_hard();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // several report intervals
+  d_.start();
+  ASSERT_TRUE(d_.running()) << d_.log();
+  address_ = metrics_address(d_);
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_client_telemetry_dropped_total", {client, "kind=\"reports\""}) > 0;
+  })) << text;
+  kill(c, SIGKILL);
+  wait_exit(c);
+}
+
+}  // namespace
+}  // namespace memd::testing

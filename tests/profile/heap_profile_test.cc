@@ -1,0 +1,420 @@
+// build_heap_profile: the decoded profile (tables, sample types, unsampled
+// values, labels) and the file as `go tool pprof` reads it.
+#include "daemon/heap_profile.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "pprof/profile.pb.h"
+
+namespace memd::daemon {
+namespace {
+
+namespace pprof = perftools::profiles;
+
+constexpr uint64_t kPeriod = 512 * 1024;  // Go's default MemProfileRate
+constexpr uint64_t kBig = 1 << 20;
+constexpr uint64_t kSmall = 4096;
+constexpr uint64_t kTiny = 64;
+constexpr uint64_t kSpaceA = 101, kSpaceB = 202;  // two client processes
+
+// The formula the profile must apply, written out independently.
+int64_t unsampled(uint64_t count, uint64_t bytes, uint64_t period, bool space) {
+  double weight = 1.0 / (1.0 - std::exp(-static_cast<double>(bytes) / static_cast<double>(period)));
+  return std::llround(static_cast<double>(count) * weight * (space ? static_cast<double>(bytes) : 1.0));
+}
+
+// alloc_big (A) and alloc_small (B) called from main in two processes, one
+// of alloc_small's two allocations freed, and a freed allocation made at an
+// address nobody could name. main is at 0x2000 in both: two locations, one
+// function; 0x1000 is alloc_big in A and alloc_small in B.
+ProfileInput sample_input() {
+  ProfileInput input;
+  input.sample_period_bytes = kPeriod;
+  input.time_nanos = 1'700'000'000'000'000'000;
+  input.comment = "region orders, 2 clients";
+  auto frames = [](uint64_t space, uint64_t inner, const std::string& name) {
+    return std::vector<ProfileFrame>{{inner, name, space}, {0x2000, "main", space}};
+  };
+  input.samples = {
+      {frames(kSpaceA, 0x1000, "alloc_big"), kBig, true},
+      {frames(kSpaceB, 0x1000, "alloc_small"), kSmall, true},
+      {frames(kSpaceB, 0x1000, "alloc_small"), kSmall, false},
+      {frames(kSpaceA, 0x5000, ""), kTiny, false},
+  };
+  return input;
+}
+
+std::string gunzip(const std::string& data) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, MAX_WBITS + 16), Z_OK);  // gzip only: a raw proto fails
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  std::string out;
+  char buffer[16384];
+  int result = Z_OK;
+  while (result == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    result = inflate(&z, Z_NO_FLUSH);
+    out.append(buffer, sizeof buffer - z.avail_out);
+  }
+  inflateEnd(&z);
+  EXPECT_EQ(result, Z_STREAM_END) << "not a complete gzip stream";
+  return out;
+}
+
+pprof::Profile decode(const std::string& gzipped) {
+  pprof::Profile profile;
+  EXPECT_TRUE(profile.ParseFromString(gunzip(gzipped)));
+  return profile;
+}
+
+const std::string& str(const pprof::Profile& p, int64_t index) {
+  static const std::string kBad = "<bad string index>";
+  return index >= 0 && index < p.string_table_size() ? p.string_table(static_cast<int>(index)) : kBad;
+}
+
+std::string function_name(const pprof::Profile& p, uint64_t function_id) {
+  for (const pprof::Function& f : p.function()) {
+    if (f.id() == function_id) return str(p, f.name());
+  }
+  return "<no function " + std::to_string(function_id) + ">";
+}
+
+const pprof::Location* location(const pprof::Profile& p, uint64_t id) {
+  for (const pprof::Location& l : p.location()) {
+    if (l.id() == id) return &l;
+  }
+  return nullptr;
+}
+
+// "alloc_big<main", or "0x5000<main" for a frame without a function.
+std::string stack_text(const pprof::Profile& p, const pprof::Sample& s) {
+  std::string text;
+  for (uint64_t id : s.location_id()) {
+    const pprof::Location* l = location(p, id);
+    if (!text.empty()) text += "<";
+    if (l == nullptr) {
+      text += "<no location>";
+    } else if (l->line_size() == 0) {
+      text += absl::StrCat("0x", absl::Hex(l->address()));
+    } else {
+      text += function_name(p, l->line(0).function_id());
+    }
+  }
+  return text;
+}
+
+TEST(HeapProfile, Header) {
+  absl::StatusOr<std::string> gz = build_heap_profile(sample_input());
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  pprof::Profile p = decode(*gz);
+  ASSERT_GT(p.string_table_size(), 0);
+  EXPECT_EQ(p.string_table(0), "");
+  std::vector<std::string> types;
+  for (const pprof::ValueType& t : p.sample_type()) types.push_back(str(p, t.type()) + "/" + str(p, t.unit()));
+  EXPECT_EQ(types, (std::vector<std::string>{"alloc_objects/count", "alloc_space/bytes", "inuse_objects/count",
+                                             "inuse_space/bytes"}));
+  EXPECT_EQ(str(p, p.default_sample_type()), "inuse_space");
+  EXPECT_EQ(str(p, p.period_type().type()), "space");
+  EXPECT_EQ(str(p, p.period_type().unit()), "bytes");
+  EXPECT_EQ(p.period(), static_cast<int64_t>(kPeriod));
+  EXPECT_EQ(p.time_nanos(), 1'700'000'000'000'000'000);
+  ASSERT_EQ(p.comment_size(), 1);
+  EXPECT_EQ(str(p, p.comment(0)), "region orders, 2 clients");
+  // Each string once.
+  std::map<std::string, int> seen;
+  for (const std::string& s : p.string_table()) EXPECT_EQ(++seen[s], 1) << "\"" << s << "\" twice";
+}
+
+TEST(HeapProfile, FunctionsAndLocations) {
+  pprof::Profile p = decode(build_heap_profile(sample_input()).value());
+  std::map<std::string, int> functions;
+  for (const pprof::Function& f : p.function()) {
+    EXPECT_NE(f.id(), 0u);
+    EXPECT_EQ(f.system_name(), f.name());
+    ++functions[str(p, f.name())];
+  }
+  EXPECT_EQ(functions, (std::map<std::string, int>{{"alloc_big", 1}, {"alloc_small", 1}, {"main", 1}}));
+
+  // (A, 0x1000) alloc_big, (A, 0x2000) main, (B, 0x1000) alloc_small,
+  // (B, 0x2000) main, (A, 0x5000) unnamed: five places.
+  ASSERT_EQ(p.location_size(), 5);
+  std::map<uint64_t, std::vector<std::string>> by_address;
+  for (const pprof::Location& l : p.location()) {
+    EXPECT_NE(l.id(), 0u);
+    by_address[l.address()].push_back(l.line_size() == 0 ? "" : function_name(p, l.line(0).function_id()));
+  }
+  EXPECT_EQ(by_address[0x1000], (std::vector<std::string>{"alloc_big", "alloc_small"}));
+  EXPECT_EQ(by_address[0x2000], (std::vector<std::string>{"main", "main"}));
+  EXPECT_EQ(by_address[0x5000], (std::vector<std::string>{""}));
+}
+
+TEST(HeapProfile, UnsampledValuesAndLabels) {
+  pprof::Profile p = decode(build_heap_profile(sample_input()).value());
+  // alloc_small's two samples share stack and size: one Sample, count 2.
+  ASSERT_EQ(p.sample_size(), 3);
+  std::map<std::string, const pprof::Sample*> by_stack;
+  for (const pprof::Sample& s : p.sample()) by_stack[stack_text(p, s)] = &s;
+  ASSERT_EQ(by_stack.size(), 3u);
+
+  struct Expected {
+    std::string stack;
+    uint64_t bytes, count, live;
+  };
+  for (const Expected& e : {Expected{"alloc_big<main", kBig, 1, 1}, Expected{"alloc_small<main", kSmall, 2, 1},
+                            Expected{"0x5000<main", kTiny, 1, 0}}) {
+    SCOPED_TRACE(e.stack);
+    ASSERT_TRUE(by_stack.count(e.stack));
+    const pprof::Sample& s = *by_stack[e.stack];
+    ASSERT_EQ(s.value_size(), 4);
+    EXPECT_EQ(s.value(0), unsampled(e.count, e.bytes, kPeriod, false));
+    EXPECT_EQ(s.value(1), unsampled(e.count, e.bytes, kPeriod, true));
+    EXPECT_EQ(s.value(2), e.live == 0 ? 0 : unsampled(e.live, e.bytes, kPeriod, false));
+    EXPECT_EQ(s.value(3), e.live == 0 ? 0 : unsampled(e.live, e.bytes, kPeriod, true));
+    ASSERT_EQ(s.label_size(), 1);
+    EXPECT_EQ(str(p, s.label(0).key()), "bytes");
+    EXPECT_EQ(s.label(0).num(), static_cast<int64_t>(e.bytes));
+    EXPECT_EQ(str(p, s.label(0).num_unit()), "bytes");
+  }
+  // The arithmetic by hand, for one: 1 MiB at a 512 KiB period is sampled
+  // with probability 1 - e^-2, so it stands for 1.1565 allocations.
+  EXPECT_EQ(by_stack["alloc_big<main"]->value(1), 1212697);
+  EXPECT_EQ(by_stack["alloc_big<main"]->value(0), 1);
+}
+
+TEST(HeapProfile, EveryAllocationSampledIsNotScaled) {
+  ProfileInput input = sample_input();
+  input.sample_period_bytes = 0;  // every allocation
+  input.samples.push_back({{{0x9000, "zero", kSpaceA}}, 0, true});
+  pprof::Profile p = decode(build_heap_profile(input).value());
+  EXPECT_EQ(p.period(), 1);
+  for (const pprof::Sample& s : p.sample()) {
+    const int64_t bytes = s.label(0).num();
+    const int64_t count = bytes == static_cast<int64_t>(kSmall) ? 2 : 1;
+    EXPECT_EQ(s.value(0), count) << stack_text(p, s);
+    EXPECT_EQ(s.value(1), count * bytes) << stack_text(p, s);
+  }
+  // A zero-byte sample under a real period counts once, not infinitely.
+  input.sample_period_bytes = kPeriod;
+  input.samples = {{{{0x9000, "zero", kSpaceA}}, 0, true}};
+  p = decode(build_heap_profile(input).value());
+  ASSERT_EQ(p.sample_size(), 1);
+  EXPECT_EQ(p.sample(0).value(0), 1);
+  EXPECT_EQ(p.sample(0).value(1), 0);
+}
+
+TEST(HeapProfile, EmptyInputIsAValidProfile) {
+  absl::StatusOr<std::string> gz = build_heap_profile(ProfileInput{});
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  pprof::Profile p = decode(*gz);
+  EXPECT_EQ(p.sample_size(), 0);
+  EXPECT_EQ(p.location_size(), 0);
+  EXPECT_EQ(p.function_size(), 0);
+  EXPECT_EQ(p.sample_type_size(), 4);
+  EXPECT_EQ(str(p, p.default_sample_type()), "inuse_space");
+  EXPECT_EQ(p.comment_size(), 0);
+}
+
+TEST(HeapProfile, PeriodBeyondInt64IsRejected) {
+  ProfileInput input = sample_input();
+  input.sample_period_bytes = static_cast<uint64_t>(INT64_MAX) + 1;
+  absl::StatusOr<std::string> gz = build_heap_profile(input);
+  EXPECT_EQ(gz.status().code(), absl::StatusCode::kInvalidArgument) << gz.status();
+  EXPECT_NE(gz.status().message().find("period"), std::string::npos) << gz.status();
+}
+
+TEST(HeapProfile, SizeBeyondInt64IsRejected) {
+  ProfileInput input;
+  input.samples = {{{{0x1000, "f", 1}}, UINT64_MAX, true}};
+  EXPECT_EQ(build_heap_profile(input).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- go tool pprof reads the file ----
+
+// `go` on PATH, else where the Go distribution installs itself.
+std::optional<std::string> find_go() {
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : absl::StrSplit(path == nullptr ? "" : path, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/go");
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  if (access("/usr/local/go/bin/go", X_OK) == 0) return "/usr/local/go/bin/go";
+  return std::nullopt;
+}
+
+struct GoRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs go in `dir` with a home, GOPATH and flags of its own, no network and
+// no toolchain switch: pprof comes with the Go distribution. GOCACHE is
+// kept in the build tree (PPROF_GO_CACHE) because Go builds pprof from
+// source on first use, which takes minutes on a cold cache.
+GoRun run_go(const std::string& go, const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> env = {
+      absl::StrCat("PATH=", std::getenv("PATH") == nullptr ? "/usr/bin:/bin" : std::getenv("PATH")),
+      "HOME=" + dir,
+      "GOPATH=" + dir + "/gopath",
+      "GOCACHE=" PPROF_GO_CACHE,
+      "GOFLAGS=",
+      "GOENV=off",
+      "GOTOOLCHAIN=local",
+      "GOPROXY=off",
+      "PPROF_TMPDIR=" + dir,
+      "TMPDIR=" + dir,
+  };
+  std::vector<std::string> argv = {go};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> argv_c, env_c;
+  for (std::string& a : argv) argv_c.push_back(a.data());
+  for (std::string& e : env) env_c.push_back(e.data());
+  argv_c.push_back(nullptr);
+  env_c.push_back(nullptr);
+
+  GoRun run;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return run;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    if (chdir(dir.c_str()) != 0) _exit(126);
+    execve(go.c_str(), argv_c.data(), env_c.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  char buffer[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    run.output.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  return run;
+}
+
+// The row of `-top` output for a function: flat, flat%, sum%, cum, cum%, name.
+std::optional<std::vector<std::string>> top_row(const std::string& output, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cells.size() == 6 && cells[5] == name) return cells;
+  }
+  return std::nullopt;
+}
+
+// The first row below the column titles.
+std::string first_function(const std::string& output) {
+  bool in_table = false;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (in_table) return cells.size() == 6 ? cells[5] : "<unparsed: " + std::string(line) + ">";
+    in_table = cells.size() >= 5 && cells[0] == "flat";
+  }
+  return "<no table>";
+}
+
+class GoPprof : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::optional<std::string> go = find_go();
+    // Not a skip: a machine without Go would silently never check the file.
+    ASSERT_TRUE(go.has_value()) << "no `go` on PATH nor at /usr/local/go/bin/go: `go tool pprof` reads the "
+                                   "profiles memd writes and this test needs it (tools/setup.sh installs golang-go)";
+    go_ = *go;
+    std::string pattern = ::testing::TempDir() + "memd-pprof-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::string write_profile(const ProfileInput& input) {
+    absl::StatusOr<std::string> gz = build_heap_profile(input);
+    EXPECT_TRUE(gz.ok()) << gz.status();
+    std::string file = dir_ + "/heap.pb.gz";
+    std::ofstream(file, std::ios::binary) << gz.value_or("");
+    return file;
+  }
+
+  // Every node (-nodefraction=0), and sizes as exact byte counts (-unit=B,
+  // not pprof's rounded "1.16MB"; it would suffix counts with B as well).
+  GoRun top(const std::string& file, const std::string& sample_index) {
+    std::vector<std::string> args = {"tool", "pprof", "-top", "-nodefraction=0", "-sample_index=" + sample_index};
+    if (sample_index.find("space") != std::string::npos) args.push_back("-unit=B");
+    args.push_back(file);
+    return run_go(go_, dir_, args);
+  }
+
+  std::string go_, dir_;
+};
+
+TEST_F(GoPprof, TopByInuseSpaceAndAllocObjects) {
+  std::string file = write_profile(sample_input());
+
+  GoRun inuse = top(file, "inuse_space");
+  ASSERT_EQ(inuse.exit_code, 0) << inuse.output;
+  EXPECT_NE(inuse.output.find("Type: inuse_space"), std::string::npos) << inuse.output;
+  EXPECT_EQ(first_function(inuse.output), "alloc_big") << inuse.output;
+  std::optional<std::vector<std::string>> big = top_row(inuse.output, "alloc_big");
+  ASSERT_TRUE(big.has_value()) << inuse.output;
+  EXPECT_EQ((*big)[0], absl::StrCat(unsampled(1, kBig, kPeriod, true), "B")) << inuse.output;
+  std::optional<std::vector<std::string>> small = top_row(inuse.output, "alloc_small");
+  ASSERT_TRUE(small.has_value()) << inuse.output;
+  EXPECT_EQ((*small)[0], absl::StrCat(unsampled(1, kSmall, kPeriod, true), "B")) << inuse.output;
+  // main only calls: nothing flat, everything cumulative.
+  std::optional<std::vector<std::string>> main_row = top_row(inuse.output, "main");
+  ASSERT_TRUE(main_row.has_value()) << inuse.output;
+  EXPECT_EQ((*main_row)[0], "0");
+  EXPECT_EQ((*main_row)[3], absl::StrCat(unsampled(1, kBig, kPeriod, true) + unsampled(1, kSmall, kPeriod, true), "B"))
+      << inuse.output;
+
+  GoRun objects = top(file, "alloc_objects");
+  ASSERT_EQ(objects.exit_code, 0) << objects.output;
+  EXPECT_NE(objects.output.find("Type: alloc_objects"), std::string::npos) << objects.output;
+  // The freed 64-byte allocation stands for the most objects: its frame has
+  // no name (and memd sends no mappings), so pprof calls it <unknown>.
+  EXPECT_EQ(first_function(objects.output), "<unknown>") << objects.output;
+  std::optional<std::vector<std::string>> unknown = top_row(objects.output, "<unknown>");
+  ASSERT_TRUE(unknown.has_value()) << objects.output;
+  EXPECT_EQ((*unknown)[0], absl::StrCat(unsampled(1, kTiny, kPeriod, false))) << objects.output;
+  small = top_row(objects.output, "alloc_small");
+  ASSERT_TRUE(small.has_value()) << objects.output;
+  EXPECT_EQ((*small)[0], absl::StrCat(unsampled(2, kSmall, kPeriod, false))) << objects.output;
+  big = top_row(objects.output, "alloc_big");
+  ASSERT_TRUE(big.has_value()) << objects.output;
+  EXPECT_EQ((*big)[0], "1") << objects.output;
+}
+
+TEST_F(GoPprof, EmptyProfileReads) {
+  GoRun run = top(write_profile(ProfileInput{}), "inuse_space");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("Type: inuse_space"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace memd::daemon
