@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""Checks the files of deploy/ with the tools that will read them.
+
+  check_deploy.py --source DIR --build DIR --memd PATH [--promtool PATH]
+                  [--systemd-analyze PATH] [--cmake PATH] CHECK
+
+CHECK is one of:
+  prometheus-config  promtool check config (rule files resolved beside it), the
+                     memd job, its scrape interval and the instance relabeling
+  prometheus-rules   promtool check rules; every alert has `for`, a severity
+                     and annotations naming labels, and tests that fire it and
+                     that see it silent
+  prometheus-tests   promtool test rules memd-alerts.test.yml
+  systemd            systemd-analyze verify of the unit, ExecStart pointed at
+                     the built memd; the unit's directories agree with the
+                     example config
+  config             memd accepts the example config and it sets every key
+  kubernetes         the DaemonSet and ConfigMap: host paths, mounts, probes,
+                     metrics port and annotations, the ConfigMap's memd.conf
+                     accepted by memd, the example client pod
+  install            cmake --install into a scratch prefix installs each file
+
+A missing tool is a failure that says which package brings it.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("FAIL: python3 has no yaml module: install the Debian package python3-yaml (tools/setup.sh does)")
+
+REQUIRED_ALERTS = [
+    "MemdDown", "MemdRegionFragmented", "MemdRegionNearCapacity", "MemdDeadClientLeases",
+    "MemdOrphanedSessions", "MemdRpcErrors", "MemdTelemetryDropped", "MemdLeaseLatencyHigh",
+]
+SEVERITIES = {"critical", "warning", "info"}
+# promtool warns about the fleet's file_sd directory, which exists only on a
+# Prometheus server; any other warning fails.
+EXPECTED_WARNING = re.compile(r'WARNING: file "/etc/prometheus/memd-targets/\*\.yml" for file_sd')
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def tool(path, name, package):
+    """The path of a tool CMake found, or a failure naming its package."""
+    if not path or path.endswith("-NOTFOUND") or not os.access(path, os.X_OK):
+        found = shutil.which(name)
+        check(found is not None, f"{name} not found: install the Debian package {package} (tools/setup.sh does)")
+        return found
+    return path
+
+
+def run(argv, cwd=None):
+    """Runs argv; returns (exit status, stdout, stderr) and prints both."""
+    print("$", " ".join(argv), flush=True)
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+    sys.stdout.write(proc.stdout)
+    sys.stdout.write(proc.stderr)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def load_yaml(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def parse_conf(text):
+    """memd's `key = value` lines, '#' comments, as memd reads them."""
+    conf = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        check("=" in line, f"line {n}: expected key = value: {line!r}")
+        key, value = (part.strip() for part in line.split("=", 1))
+        check(key not in conf, f"line {n}: {key} set twice")
+        conf[key] = value
+    return conf
+
+
+def memd_print_config(args, conf_path):
+    status, out, _ = run([args.memd, "--config", conf_path, "--print-config"])
+    check(status == 0, f"memd refused {conf_path} (exit {status})")
+    return parse_conf(out)
+
+
+# --- Prometheus ---------------------------------------------------------
+
+def prometheus_dir(args):
+    return os.path.join(args.source, "deploy", "prometheus")
+
+
+def check_prometheus_config(args):
+    promtool = tool(args.promtool, "promtool", "prometheus")
+    config = os.path.join(prometheus_dir(args), "prometheus.yml")
+    status, out, err = run([promtool, "check", "config", config])
+    check(status == 0, f"promtool check config failed (exit {status})")
+    for line in (out + err).splitlines():
+        check("WARNING" not in line or EXPECTED_WARNING.search(line), f"promtool warns: {line.strip()}")
+    check("memd-alerts.yml" in out, "promtool did not load memd-alerts.yml through rule_files")
+
+    c = load_yaml(config)
+    check(c["global"]["scrape_interval"] == "15s", "global scrape_interval is not 15s")
+    jobs = {j["job_name"]: j for j in c["scrape_configs"]}
+    check("memd" in jobs, "no scrape job named memd")
+    job = jobs["memd"]
+    check(job.get("static_configs") and job.get("file_sd_configs"), "job memd needs static_configs and file_sd_configs")
+    check_instance_relabel(job.get("relabel_configs", []))
+
+
+def check_instance_relabel(rules):
+    """The relabeling turns host:port into host, as Prometheus applies it."""
+    for r in rules:
+        if r.get("target_label") == "instance" and r.get("source_labels") == ["__address__"]:
+            regex = re.compile(r["regex"].replace("$", ""))   # RE2 anchors the whole value
+            for address, host in [("memd-01.example.net:9464", "memd-01.example.net"), ("10.0.0.7:9464", "10.0.0.7")]:
+                m = regex.fullmatch(address)
+                check(m is not None, f"instance relabeling does not match {address}")
+                got = m.expand(r.get("replacement", "$1").replace("$", "\\"))
+                check(got == host, f"instance relabeling makes {address} into {got}, not {host}")
+            return
+    raise Failure("no relabeling of __address__ into instance in job memd")
+
+
+def alerts_and_groups(rules_path):
+    doc = load_yaml(rules_path)
+    groups = {g["name"]: g["rules"] for g in doc["groups"]}
+    alerts = {r["alert"]: r for rules in groups.values() for r in rules if "alert" in r}
+    return groups, alerts
+
+
+def check_alert(name, rule):
+    check("for" in rule, f"{name}: no `for`")
+    severity = rule.get("labels", {}).get("severity")
+    check(severity in SEVERITIES, f"{name}: severity {severity!r} is not one of {sorted(SEVERITIES)}")
+    annotations = rule.get("annotations", {})
+    for key in ("summary", "description"):
+        check("$labels." in annotations.get(key, ""), f"{name}: annotation {key} missing or names no label")
+
+
+def check_prometheus_rules(args):
+    promtool = tool(args.promtool, "promtool", "prometheus")
+    rules_path = os.path.join(prometheus_dir(args), "memd-alerts.yml")
+    status, _, _ = run([promtool, "check", "rules", rules_path])
+    check(status == 0, f"promtool check rules failed (exit {status})")
+
+    groups, alerts = alerts_and_groups(rules_path)
+    check("memd.rules" in groups, "no group memd.rules (recording rules)")
+    for name in REQUIRED_ALERTS:
+        check(name in alerts, f"alert {name} is missing")
+    for name, rule in alerts.items():
+        check_alert(name, rule)
+    check_every_alert_tested(alerts, load_yaml(os.path.join(prometheus_dir(args), "memd-alerts.test.yml")))
+    print(f"{len(alerts)} alerts: for, severity, annotations and tests present")
+
+
+def check_every_alert_tested(alerts, tests):
+    firing, silent = set(), set()
+    for t in tests["tests"]:
+        for a in t.get("alert_rule_test", []):
+            (firing if a.get("exp_alerts") else silent).add(a["alertname"])
+    for name in alerts:
+        check(name in firing, f"{name}: no test in which it fires")
+        check(name in silent, f"{name}: no test in which it must stay silent")
+
+
+def check_prometheus_tests(args):
+    promtool = tool(args.promtool, "promtool", "prometheus")
+    status, _, _ = run([promtool, "test", "rules", "memd-alerts.test.yml"], cwd=prometheus_dir(args))
+    check(status == 0, f"promtool test rules failed (exit {status})")
+
+
+# --- systemd and the example config -------------------------------------
+
+def unit_settings(path):
+    """[Section] Key=Value lines of a unit, as {key: [values]}."""
+    settings = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line[0] in "#;[":
+                continue
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def check_systemd(args):
+    analyze = tool(args.systemd_analyze, "systemd-analyze", "systemd")
+    unit = os.path.join(args.source, "deploy", "systemd", "memd.service")
+    s = unit_settings(unit)
+    expected = {"Type": "simple", "ExecStart": "/usr/local/bin/memd --config /etc/memd/memd.conf",
+                "KillSignal": "SIGTERM", "Restart": "on-failure", "RuntimeDirectory": "memd",
+                "StateDirectory": "memd", "ProtectSystem": "strict", "NoNewPrivileges": "yes"}
+    for key, value in expected.items():
+        check(s.get(key) == [value], f"unit: {key}={s.get(key)}, expected {value}")
+    check("/dev/shm" in " ".join(s.get("ReadWritePaths", [])), "unit: /dev/shm is not in ReadWritePaths")
+
+    conf = parse_conf(open(os.path.join(args.source, "deploy", "systemd", "memd.conf")).read())
+    check(os.path.dirname(conf["socket"]) == "/run/memd", "memd.conf: socket is not in the unit's RuntimeDirectory")
+    check(conf["data-dir"] == "/var/lib/memd", "memd.conf: data-dir is not the unit's StateDirectory")
+
+    with tempfile.TemporaryDirectory(prefix="memd-unit-") as tmp:
+        copy = os.path.join(tmp, "memd.service")
+        text = open(unit).read().replace("ExecStart=/usr/local/bin/memd ", f"ExecStart={os.path.abspath(args.memd)} ")
+        with open(copy, "w") as f:
+            f.write(text)
+        status, out, err = run([analyze, "verify", copy])
+        # A container's systemd may complain about units of its own; only
+        # lines about ours count.
+        ours = [l for l in (out + err).splitlines() if copy in l or "memd.service" in l]
+        check(not ours, "systemd-analyze verify: " + "; ".join(ours))
+        check(status == 0, f"systemd-analyze verify failed (exit {status})")
+
+
+def check_config(args):
+    path = os.path.join(args.source, "deploy", "systemd", "memd.conf")
+    printed = memd_print_config(args, path)
+    written = parse_conf(open(path).read())
+    check(set(written) == set(printed),
+          f"memd.conf keys differ from memd's: missing {sorted(set(printed) - set(written))}, "
+          f"unknown {sorted(set(written) - set(printed))}")
+    # Sizes print in bytes (1G: 1073741824); every other value as written.
+    for key, value in written.items():
+        if not key.endswith("-bytes"):
+            check(printed[key] == value, f"memd.conf: {key} = {value}, memd reads {printed[key]}")
+    print(f"memd.conf sets all {len(printed)} keys")
+
+
+# --- Kubernetes ---------------------------------------------------------
+
+def by_name(items):
+    return {i["name"]: i for i in items or []}
+
+
+def host_paths(pod_spec, container):
+    """{mountPath: hostPath} of a container's hostPath volumes."""
+    volumes = by_name(pod_spec.get("volumes"))
+    paths = {}
+    for m in container.get("volumeMounts", []):
+        v = volumes.get(m["name"])
+        check(v is not None, f"mount {m['name']} names no volume")
+        if "hostPath" in v:
+            paths[m["mountPath"]] = v["hostPath"]["path"]
+    return paths
+
+
+def example_client(path):
+    """The example client pod, a commented YAML document in the file."""
+    lines, inside = [], False
+    for line in open(path):
+        if line.startswith("# --- example client pod"):
+            inside = True
+        elif line.startswith("# --- end"):
+            inside = False
+        elif inside:
+            lines.append(line[2:] if line.startswith("# ") else line.lstrip("#"))
+    check(lines, "no example client pod (between '# --- example client pod' and '# --- end')")
+    return yaml.safe_load("".join(lines))
+
+
+def check_daemonset(ds, conf):
+    check("namespace" not in ds["metadata"], "the DaemonSet names a namespace")
+    template = ds["spec"]["template"]
+    annotations = template["metadata"].get("annotations", {})
+    port = conf["metrics-address"].rsplit(":", 1)[1]
+    want = {"prometheus.io/scrape": "true", "prometheus.io/port": port, "prometheus.io/path": "/metrics"}
+    for key, value in want.items():
+        check(annotations.get(key) == value, f"pod annotation {key} = {annotations.get(key)!r}, expected {value!r}")
+    spec = template["spec"]
+    check(spec.get("hostPID") is True, "the memd pod needs hostPID (clients are named by host pids)")
+    (container,) = spec["containers"]
+    check(conf["metrics-address"].startswith("0.0.0.0:"), "metrics-address must listen on 0.0.0.0 in a pod")
+    ports = by_name(container.get("ports"))
+    check("metrics" in ports and str(ports["metrics"]["containerPort"]) == port,
+          f"no containerPort {port} named metrics")
+    check(container.get("resources", {}).get("requests"), "no resource requests")
+    mounts = host_paths(spec, container)
+    wanted = {"/dev/shm": "/dev/shm", os.path.dirname(conf["socket"]): "/run/memd", conf["data-dir"]: "/var/lib/memd"}
+    for mount, host in wanted.items():
+        check(mounts.get(mount) == host, f"memd's {mount} is not the host's {host} (mounts: {mounts})")
+    for probe in ("livenessProbe", "readinessProbe"):
+        command = container.get(probe, {}).get("exec", {}).get("command", [])
+        check(command[-1:] == ["health"] and "memdctl" in command[0], f"{probe} does not run memdctl health")
+        check(conf["socket"] in command, f"{probe} does not name the socket {conf['socket']}")
+    return mounts
+
+
+def check_client(client, daemon_mounts, conf):
+    spec = client["spec"]
+    check(spec.get("hostPID") is True, "the example client needs hostPID")
+    (container,) = spec["containers"]
+    mounts = host_paths(spec, container)
+    for mount, host in daemon_mounts.items():
+        check(mounts.get(mount) == host, f"the example client does not mount the host's {host} at {mount}")
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    check(env.get("MEMD_SOCKET") == conf["socket"], f"the example client's MEMD_SOCKET is not {conf['socket']}")
+
+
+def check_kubernetes(args):
+    path = os.path.join(args.source, "deploy", "kubernetes", "memd-daemonset.yaml")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    kinds = {d["kind"]: d for d in docs}
+    check(set(kinds) == {"ConfigMap", "DaemonSet"}, f"documents {sorted(kinds)}, expected a ConfigMap and a DaemonSet")
+    cm, ds = kinds["ConfigMap"], kinds["DaemonSet"]
+    check("namespace" not in cm["metadata"], "the ConfigMap names a namespace")
+    config_volume = [v for v in ds["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    check(config_volume and config_volume[0]["configMap"]["name"] == cm["metadata"]["name"],
+          "the DaemonSet does not mount the ConfigMap")
+    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+        f.write(cm["data"]["memd.conf"])
+        f.flush()
+        conf = memd_print_config(args, f.name)
+    mounts = check_daemonset(ds, conf)
+    check_client(example_client(path), mounts, conf)
+
+
+# --- cmake --install ----------------------------------------------------
+
+INSTALLED = {
+    "bin/memd": True, "bin/memdctl": True,
+    "lib/libmemd-malloc.so": False, "lib/libmemd-daemon-link.so": False,
+    "include/memd/memd.h": False, "include/memd/memd_region.h": False,
+    "lib/systemd/system/memd.service": False, "etc/memd/memd.conf.example": False,
+}
+
+
+def check_install(args):
+    cmake = tool(args.cmake, "cmake", "cmake")
+    with tempfile.TemporaryDirectory(prefix="memd-install-") as prefix:
+        status, _, _ = run([cmake, "--install", args.build, "--prefix", prefix])
+        check(status == 0, f"cmake --install failed (exit {status})")
+        for rel, executable in INSTALLED.items():
+            path = os.path.join(prefix, rel)
+            check(os.path.isfile(path), f"{rel} was not installed")
+            check(not executable or os.access(path, os.X_OK), f"{rel} is not executable")
+        unit = unit_settings(os.path.join(prefix, "lib/systemd/system/memd.service"))
+        check(unit["ExecStart"] == [f"{prefix}/bin/memd --config /etc/memd/memd.conf"],
+              f"installed unit: ExecStart={unit['ExecStart']}, expected the installed memd")
+        example = open(os.path.join(prefix, "etc/memd/memd.conf.example")).read()
+        check(example == open(os.path.join(args.source, "deploy/systemd/memd.conf")).read(),
+              "etc/memd/memd.conf.example differs from deploy/systemd/memd.conf")
+        status, out, _ = run([os.path.join(prefix, "bin/memd"), "--version"])
+        check(status == 0 and out.startswith("memd "), "the installed memd does not run")
+
+
+CHECKS = {
+    "prometheus-config": check_prometheus_config,
+    "prometheus-rules": check_prometheus_rules,
+    "prometheus-tests": check_prometheus_tests,
+    "systemd": check_systemd,
+    "config": check_config,
+    "kubernetes": check_kubernetes,
+    "install": check_install,
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", required=True)
+    p.add_argument("--build", required=True)
+    p.add_argument("--memd", required=True)
+    p.add_argument("--promtool")
+    p.add_argument("--systemd-analyze")
+    p.add_argument("--cmake")
+    p.add_argument("check", choices=sorted(CHECKS))
+    args = p.parse_args()
+    try:
+        CHECKS[args.check](args)
+    except Failure as e:
+        print(f"FAIL: {args.check}: {e}", file=sys.stderr)
+        return 1
+    print(f"ok: {args.check}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
