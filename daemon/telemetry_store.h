@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -104,7 +105,9 @@ class TelemetryStore {
     uint64_t period = 0;
     pid_t pid = 0;
     uint64_t session = 0;
-    bool live = true;
+    // The only field that changes after a sample is stored; readers look
+    // at samples after letting go of the store's lock.
+    std::atomic<bool> live{true};
     std::vector<ProfileFrame> stack;
   };
   struct SessionData {

@@ -1,0 +1,164 @@
+// The daemon's telemetry store without gRPC: what it keeps of clients'
+// reports, its bounds, and its locking (ThreadSanitizer runs this).
+#include "daemon/telemetry_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace memd::daemon {
+namespace {
+
+v1::TelemetryReport counters(const std::string& region, uint32_t size_class, uint64_t allocs, uint64_t frees) {
+  v1::TelemetryReport r;
+  v1::HeapCounters* h = r.add_heaps();
+  h->set_region(region);
+  v1::ClassCounters* c = h->add_classes();
+  c->set_size_class(size_class);
+  c->set_allocations(allocs);
+  c->set_frees(frees);
+  c->set_allocated_bytes(allocs * size_class);
+  c->set_freed_bytes(frees * size_class);
+  return r;
+}
+
+void add_sample(v1::TelemetryReport* r, const std::string& region, uint64_t address, uint64_t bytes,
+                const std::vector<uint64_t>& stack) {
+  v1::Sample* s = r->add_samples();
+  s->set_region(region);
+  s->set_address(address);
+  s->set_requested_bytes(bytes);
+  for (uint64_t pc : stack) s->add_stack(pc);
+}
+
+void add_symbol(v1::TelemetryReport* r, uint64_t pc, const std::string& name) {
+  v1::Symbol* s = r->add_symbols();
+  s->set_address(pc);
+  s->set_name(name);
+}
+
+const std::set<std::string> kAttached{"jobs"};
+
+TEST(TelemetryStore, RegionTotalsNeverGoDownWhenClientsLeaveOrCloseRegions) {
+  TelemetryStore store;
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, 10, 4));
+  store.report({2, 200, 0, "b"}, kAttached, counters("jobs", 16, 5, 5));
+  auto totals = store.class_totals();
+  EXPECT_EQ((totals[{"jobs", "16"}].allocations), 15u);
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, 30, 20));  // cumulative: replaces
+  EXPECT_EQ((store.class_totals()[{"jobs", "16"}].allocations), 35u);
+  // Session 1 closes the region (it stops reporting it), then session 2 ends.
+  store.report({1, 100, 0, "a"}, kAttached, counters("", 24, 1, 0));
+  store.end_session(2);
+  totals = store.class_totals();
+  EXPECT_EQ((totals[{"jobs", "16"}].allocations), 35u);
+  EXPECT_EQ((totals[{"jobs", "16"}].frees), 25u);
+  EXPECT_EQ((totals[{"(process)", "24"}].allocations), 1u);
+  ASSERT_EQ(store.clients().size(), 1u);
+  EXPECT_EQ(store.clients()[0].who.pid, 100);
+}
+
+TEST(TelemetryStore, ProcessSamplesDieWithTheProcessRegionSamplesStay) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  r.set_sample_period_bytes(1024);
+  add_symbol(&r, 0x10, "make_job");
+  add_sample(&r, "jobs", 4096, 100, {0x10});
+  add_sample(&r, "", 0x7f0000, 200, {0x10});
+  store.report({1, 100, 0, "a"}, kAttached, r);
+  EXPECT_EQ(store.profile_input("jobs", 0, nullptr).samples.size(), 1u);
+  EXPECT_EQ(store.profile_input("(process)", 0, nullptr).samples.size(), 1u);
+  auto sites = store.top_sites(10, nullptr);
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].site, "make_job");
+  store.end_session(1);
+  ProfileInput jobs = store.profile_input("jobs", 0, nullptr);
+  ASSERT_EQ(jobs.samples.size(), 1u);
+  EXPECT_TRUE(jobs.samples[0].live);
+  EXPECT_EQ(jobs.samples[0].stack[0].function, "make_job");
+  EXPECT_TRUE(store.profile_input("(process)", 0, nullptr).samples.empty());
+  // Another process freed it: the live check says so.
+  jobs = store.profile_input("jobs", 0, [](const std::string&, uint64_t) { return false; });
+  EXPECT_FALSE(jobs.samples[0].live);
+  store.forget_region("jobs");
+  EXPECT_TRUE(store.profile_input("jobs", 0, nullptr).samples.empty());
+}
+
+TEST(TelemetryStore, AFreeReportMatchesItsSample) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_sample(&r, "jobs", 4096, 100, {});
+  add_sample(&r, "jobs", 8192, 100, {});
+  store.report({1, 100, 0, "a"}, kAttached, r);
+  v1::TelemetryReport f;
+  v1::SampledFree* fr = f.add_frees();
+  fr->set_region("jobs");
+  fr->set_address(4096);
+  store.report({1, 100, 0, "a"}, kAttached, f);
+  ProfileInput in = store.profile_input("jobs", 100, nullptr);
+  ASSERT_EQ(in.samples.size(), 2u);
+  EXPECT_NE(in.samples[0].live, in.samples[1].live);
+}
+
+TEST(TelemetryStore, SamplesPerSessionAreBounded) {
+  TelemetryStore store;
+  for (uint64_t i = 0; i < 3 * TelemetryStore::kMaxSamplesPerSession; i += 1000) {
+    v1::TelemetryReport r;
+    for (uint64_t j = i; j < i + 1000; ++j) add_sample(&r, "", j * 16, 32, {1, 2, 3});
+    store.report({1, 100, 0, "a"}, {}, r);
+  }
+  EXPECT_LE(store.profile_input("(process)", 0, nullptr).samples.size(), TelemetryStore::kMaxSamplesPerSession);
+  EXPECT_EQ(store.samples_total(), 3 * TelemetryStore::kMaxSamplesPerSession / 1000 * 1000 + 1000);
+}
+
+TEST(TelemetryStore, TopSitesKeepKPerRegion) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  for (uint64_t site = 1; site <= 30; ++site) {
+    add_symbol(&r, site, "f" + std::to_string(site));
+    for (uint64_t k = 0; k < site; ++k) add_sample(&r, "jobs", site * 100000 + k * 64, 64, {site});
+  }
+  store.report({1, 100, 0, "a"}, kAttached, r);
+  auto sites = store.top_sites(10, nullptr);
+  ASSERT_EQ(sites.size(), 10u);
+  EXPECT_EQ(sites[0].site, "f30");  // the most live bytes first
+  EXPECT_EQ(sites[9].site, "f21");
+}
+
+TEST(TelemetryStore, ConcurrentReportsAndReadersAreSafe) {
+  TelemetryStore store;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (uint64_t s = 1; s <= 4; ++s) {
+    writers.emplace_back([&, s] {
+      for (uint64_t i = 1; i <= 300; ++i) {
+        v1::TelemetryReport r = counters("jobs", 32, i, i / 2);
+        add_symbol(&r, i, "f");
+        add_sample(&r, "jobs", s * 1000000 + i * 64, 64, {i});
+        v1::SampledFree* f = r.add_frees();
+        f->set_region("jobs");
+        f->set_address(s * 1000000 + (i - 1) * 64);
+        store.report({s, static_cast<pid_t>(s), 0, "w"}, kAttached, r);
+      }
+      store.end_session(s);
+    });
+  }
+  std::thread reader([&] {
+    while (!stop.load()) {
+      (void)store.class_totals();
+      (void)store.clients();
+      (void)store.top_sites(10, nullptr);
+      (void)store.profile_input("jobs", 0, [](const std::string&, uint64_t) { return true; });
+    }
+  });
+  for (auto& w : writers) w.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ((store.class_totals()[{"jobs", "32"}].allocations), 4u * 300);
+  EXPECT_TRUE(store.clients().empty());
+}
+
+}  // namespace
+}  // namespace memd::daemon
