@@ -197,9 +197,14 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
 void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
   void* p = alloc_big_uncounted(size, align, zeroed);
   if (p != nullptr) {
-    BigCount& c = locate(p).kind == PageKind::kLarge ? counters_->large : counters_->huge;
-    count_one(c.allocs);
-    count_add(c.alloc_bytes, usable_size(p));
+    // The same test alloc_big_uncounted makes: no descriptor to look up.
+    if (size <= classes_->large_max() && align <= kPageSize) {
+      count_one(counters_->large.allocs);
+      count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(p));  // the header just written
+    } else {
+      count_one(counters_->huge.allocs);
+      count_add(counters_->huge.alloc_bytes, pages_for(size).bytes());
+    }
   }
   return p;
 }

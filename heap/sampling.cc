@@ -1,23 +1,16 @@
 #include "heap/sampling.h"
 
-#include <atomic>
 #include <cmath>
 
 namespace memd::heap {
-namespace {
 
-std::atomic<const SamplingHooks*> g_hooks{nullptr};
-std::atomic<uint64_t> g_period{0};
-
-}  // namespace
+std::atomic<const SamplingHooks*> internal::sampling_hooks{nullptr};
+std::atomic<uint64_t> internal::sampling_period{0};
 
 void set_sampling(const SamplingHooks* hooks, uint64_t period_bytes) {
-  g_hooks.store(hooks, std::memory_order_release);
-  g_period.store(period_bytes, std::memory_order_release);
+  internal::sampling_hooks.store(hooks, std::memory_order_release);
+  internal::sampling_period.store(period_bytes, std::memory_order_release);
 }
-
-const SamplingHooks* sampling_hooks() { return g_hooks.load(std::memory_order_acquire); }
-uint64_t sampling_period() { return g_period.load(std::memory_order_acquire); }
 
 int64_t next_sample_countdown(uint64_t period, uint64_t* rng) {
   if (period == 0) return kSamplingRecheckBytes;

@@ -11,6 +11,7 @@
 // keep the table of live samples. The heap itself stays policy-free.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -36,8 +37,17 @@ inline constexpr uint32_t kCountedHuge = 0xffffffffu;
 // frees of earlier ones), for every thread heap;
 // heaps pick up a change within kSamplingRecheckBytes of allocation.
 void set_sampling(const SamplingHooks* hooks, uint64_t period_bytes);
-const SamplingHooks* sampling_hooks();
-uint64_t sampling_period();
+
+namespace internal {
+// Read inline, so that every large free's look at the hooks is one load.
+// Defined in sampling.cc (not inline variables: those can be merged across
+// shared libraries, and the shim and its daemon link keep one each).
+extern std::atomic<const SamplingHooks*> sampling_hooks;
+extern std::atomic<uint64_t> sampling_period;
+}  // namespace internal
+
+inline const SamplingHooks* sampling_hooks() { return internal::sampling_hooks.load(std::memory_order_acquire); }
+inline uint64_t sampling_period() { return internal::sampling_period.load(std::memory_order_acquire); }
 
 // How often a heap with sampling off looks again.
 inline constexpr int64_t kSamplingRecheckBytes = int64_t{64} << 20;
