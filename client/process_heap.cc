@@ -1,6 +1,9 @@
 #include "client/process_heap.h"
 
 #include <pthread.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <atomic>
 
@@ -11,6 +14,7 @@ namespace {
 
 constinit ArenaHandle process_handle{};
 constinit std::atomic<bool> created{false};
+constinit bool failed = false;  // under create_lock: no second try
 constinit pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fork_prepare() {
@@ -23,6 +27,24 @@ void fork_child() {
   if (created.load(std::memory_order_acquire)) process_handle.arena->reinit_lock_in_child();
 }
 
+// Below this, a process heap is not worth having.
+constexpr size_t kMinProcessReserve = size_t{256} << 20;
+
+// stderr without stdio: this runs inside the first malloc.
+void warn_reserve_reduced(size_t bytes) {
+  char text[96] = "memd: address space limited; the process heap reserves ";
+  char* end = text + std::strlen(text);
+  char digits[24];
+  int n = 0;
+  for (size_t mib = bytes >> 20; n == 0 || mib != 0; mib /= 10) digits[n++] = static_cast<char>('0' + mib % 10);
+  while (n > 0) *end++ = digits[--n];
+  std::strcpy(end, " MiB\n");
+  if (!quiet()) {
+    ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+    (void)ignored;
+  }
+}
+
 }  // namespace
 
 constinit ProcessSpan process_span;
@@ -30,9 +52,18 @@ constinit ProcessSpan process_span;
 const ArenaHandle& process_arena() {
   if (__builtin_expect(created.load(std::memory_order_acquire), 1)) return process_handle;
   pthread_mutex_lock(&create_lock);
-  if (!created.load(std::memory_order_relaxed)) {
-    Arena* arena = Arena::create(process_arena_options());
+  if (!created.load(std::memory_order_relaxed) && !failed) {
+    ArenaOptions options = process_arena_options();
+    Arena* arena = Arena::create(options);
+    // Address space may be limited (ulimit -v, a container, valgrind): a
+    // smaller heap beats none. Halve down to kMinProcessReserve.
+    while (arena == nullptr && options.reserve_bytes / 2 >= kMinProcessReserve) {
+      options.reserve_bytes /= 2;
+      arena = Arena::create(options);
+      if (arena != nullptr) warn_reserve_reduced(options.reserve_bytes);
+    }
     ArenaHandle handle;
+    failed = arena == nullptr;
     if (arena != nullptr && register_arena(arena, &handle, /*process=*/true)) {
       process_handle = handle;
       process_span.bytes.store(arena->region().data_bytes, std::memory_order_relaxed);

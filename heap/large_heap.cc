@@ -201,20 +201,7 @@ ChunkHeader* LargeHeap::release_chunk(ChunkHeader* c, char* block_base) {
   return c;
 }
 
-LargeFreeResult LargeHeap::free_local(PageIndex block, void* p) {
-  ChunkHeader* c = header_of(region_, secret_, block, p);
-  if (c == nullptr) return LargeFreeResult::kInvalid;
-  uint32_t state = load_state(c);
-  if (state != kChunkBusy) {
-    return chunk_state_is_free(state) ? LargeFreeResult::kDoubleFree : LargeFreeResult::kInvalid;
-  }
-  if (c->size < kQuickMaxChunk && quick_bytes_ + c->size <= kQuickBytes) {
-    store_state(c, kChunkQuick);
-    *reinterpret_cast<Offset*>(c + 1) = quick_[c->size / kChunkAlign];
-    quick_[c->size / kChunkAlign] = offset_of(c);
-    quick_bytes_ += c->size;
-    return LargeFreeResult::kFreed;
-  }
+LargeFreeResult LargeHeap::free_merging(PageIndex block, ChunkHeader* c) {
   c = release_chunk(c, region_.page_address(block));
   return c->size == block_bytes_ ? LargeFreeResult::kBlockEmpty : LargeFreeResult::kFreed;
 }

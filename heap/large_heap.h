@@ -62,6 +62,7 @@ class LargeHeap {
   void* alloc(BlockSource& source, OwnerId owner, size_t size, size_t align, bool* zeroed);
 
   // A quick-cached chunk for `size` bytes (16-byte aligned), or nullptr.
+  // Its payload bytes are usable_size of the result.
   void* try_quick(size_t size) {
     uint32_t need = static_cast<uint32_t>((size + kChunkAlign - 1) & ~size_t{kChunkAlign - 1}) +
                     uint32_t{sizeof(ChunkHeader)};
@@ -74,10 +75,36 @@ class LargeHeap {
     return q + 1;
   }
 
-  // Frees a chunk of a block this heap owns. kBlockEmpty: the block is now one
-  // free chunk and has been taken out of the bins; the caller decides whether
-  // to keep or release it (reinsert with keep_empty_block).
-  LargeFreeResult free_local(PageIndex block, void* p);
+  // Frees a chunk of a block this heap owns; `*usable` (if given) gets its
+  // payload bytes when it was live. kBlockEmpty: the block is now one free
+  // chunk and has been taken out of the bins; the caller decides whether to
+  // keep or release it (reinsert with keep_empty_block). Inline up to the
+  // quick cache, the common case: a pointer check, a state check, a push.
+  LargeFreeResult free_local(PageIndex block, void* p, size_t* usable = nullptr) {
+    auto* c = static_cast<ChunkHeader*>(p) - 1;
+    Offset off = static_cast<Offset>(static_cast<char*>(p) - region_.data) - sizeof(ChunkHeader);
+    auto in_block = static_cast<uint64_t>(off + sizeof(ChunkHeader) - (Offset{block.value} << kPageShift));
+    // Every block of this heap is block_bytes_ long (the region's setting).
+    if (__builtin_expect((in_block & (kChunkAlign - 1)) != 0 || in_block < sizeof(ChunkHeader) ||
+                             in_block > block_bytes_ || c->check != static_cast<uint32_t>(secret_ ^ off),
+                         0)) {
+      return LargeFreeResult::kInvalid;
+    }
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(state != kChunkBusy, 0)) {
+      return chunk_state_is_free(state) ? LargeFreeResult::kDoubleFree : LargeFreeResult::kInvalid;
+    }
+    uint32_t size = c->size;
+    if (usable) *usable = size - sizeof(ChunkHeader);
+    if (size < kQuickMaxChunk && quick_bytes_ + size <= kQuickBytes) {
+      __atomic_store_n(&c->state, kChunkQuick, __ATOMIC_RELEASE);
+      *reinterpret_cast<Offset*>(c + 1) = quick_[size / kChunkAlign];
+      quick_[size / kChunkAlign] = off;
+      quick_bytes_ += size;
+      return LargeFreeResult::kFreed;
+    }
+    return free_merging(block, c);
+  }
   void keep_empty_block(PageIndex block);
   bool block_is_empty(PageIndex block) const;
   void forget_empty_block(PageIndex block);
@@ -152,6 +179,8 @@ class LargeHeap {
   }
 
   void add_block(PageIndex block);
+  // free_local past the quick cache: merge with free neighbours.
+  LargeFreeResult free_merging(PageIndex block, ChunkHeader* c);
 
   Region region_{};
   PageIndex blocks_ = kNoPage;

@@ -30,6 +30,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   page_descs_ = r.page_descs;
   blocks_ = r.blocks;
   medium_max_ = classes->medium_max();
+  large_max_ = classes->large_max();
   classes_ = classes;
   source_ = source;
   id_ = id;
@@ -195,58 +196,58 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
 }
 
 void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
-  void* p = alloc_big_uncounted(size, align, zeroed);
-  if (p != nullptr) {
-    // The same test alloc_big_uncounted makes: no descriptor to look up.
-    if (size <= classes_->large_max() && align <= kPageSize) {
+  if (__builtin_expect(size <= large_max_ && align <= kPageSize, 1)) {
+    // A chunk of this very size freed lately: no pending work needed first.
+    if (void* q = align <= kChunkAlign ? large_.try_quick(size) : nullptr) {
+      if (zeroed) *zeroed = false;
       count_one(counters_->large.allocs);
-      count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(p));  // the header just written
-    } else {
-      count_one(counters_->huge.allocs);
-      count_add(counters_->huge.alloc_bytes, pages_for(size).bytes());
+      count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(q));
+      return q;
     }
+    return alloc_large(size, align, zeroed);
   }
+  return alloc_huge(size, align, zeroed);
+}
+
+void* OwnerHeap::alloc_large(size_t size, size_t align, bool* zeroed) {
+  take_pending();
+  bool fresh = false;
+  void* p = large_.alloc(*source_, id_, size, align, &fresh);
+  if (p == nullptr) return nullptr;
+  if (locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
+  if (zeroed) *zeroed = fresh;
+  count_one(counters_->large.allocs);
+  count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(p));  // the header just written
   return p;
 }
 
-void* OwnerHeap::alloc_big_uncounted(size_t size, size_t align, bool* zeroed) {
-  bool fresh = false;
+void* OwnerHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
+  if (size > kMaxHugeBytes) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  PageCount pages = pages_for(size);
+  PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
   void* p;
-  if (size <= classes_->large_max() && align <= kPageSize) {
-    // A chunk of this very size freed lately: no pending work needed first.
-    if (align <= kChunkAlign) {
-      if (void* q = large_.try_quick(size)) {
-        if (zeroed) *zeroed = false;
-        return q;
-      }
-    }
-    take_pending();
-    p = large_.alloc(*source_, id_, size, align, &fresh);
-    if (p != nullptr && locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
+  if (huge_cache_ != kNoPage && region_.block(huge_cache_).pages == pages &&
+      region_.page_number(huge_cache_) % align_pages.value == 0) {
+    // The run this thread freed last, of this very size: no lock, no
+    // descriptor writes, no faults.
+    PageIndex run = huge_cache_;
+    huge_cache_ = kNoPage;
+    region_.block(run).owner_word.store(0, std::memory_order_relaxed);
+    if (zeroed) *zeroed = false;
+    p = region_.page_address(run);
   } else {
-    if (size > kMaxHugeBytes) {
-      errno = ENOMEM;
-      return nullptr;
-    }
-    PageCount pages = pages_for(size);
-    PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
-    if (huge_cache_ != kNoPage && region_.block(huge_cache_).pages == pages &&
-        region_.page_number(huge_cache_) % align_pages.value == 0) {
-      // The run this thread freed last, of this very size: no lock, no
-      // descriptor writes, no faults.
-      PageIndex run = huge_cache_;
-      huge_cache_ = kNoPage;
-      region_.block(run).owner_word.store(0, std::memory_order_relaxed);
-      if (zeroed) *zeroed = false;
-      return region_.page_address(run);
-    }
     // Another size: the kept run is better merged back than kept aside.
     release_huge_cache();
     AcquiredBlock got = source_->acquire_huge(pages, align_pages);
-    p = got.first == kNoPage ? nullptr : region_.page_address(got.first);
-    fresh = got.zeroed;
+    if (got.first == kNoPage) return nullptr;
+    if (zeroed) *zeroed = got.zeroed;
+    p = region_.page_address(got.first);
   }
-  if (zeroed) *zeroed = fresh;
+  count_one(counters_->huge.allocs);
+  count_add(counters_->huge.alloc_bytes, pages.bytes());
   return p;
 }
 
@@ -292,6 +293,31 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
 
 // --- free ---
 
+FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
+  Offset off = static_cast<char*>(p) - data_;
+  PageDesc d = PageDesc::unpack(page_desc);
+  if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
+  ClassList& cl = lists_[d.cls];
+  uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+  uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
+  char* obj = static_cast<char*>(p);
+  uint64_t tag = free_tag(secret_, off);
+  if (idx * cl.size != in_block || in_block >= cl.end) return FreeStatus::kInvalid;
+  if (tag_of(obj) == tag) return FreeStatus::kDoubleFree;
+  count_one(cl.counts->frees);
+  BlockDesc& b = blocks_[d.block];
+  if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {
+    if (in_block >= b.bump) return FreeStatus::kInvalid;
+    uint32_t used = block_push_local(b, obj, in_block, tag);
+    // A full block regains room, or a block other than the current one empties.
+    if ((b.flags & kBlockFull) || (used == 0 && &b != cl.cur)) after_local_free(b);
+    return FreeStatus::kOk;
+  }
+  tag_of(obj) = tag;
+  if (remote_push(b, obj, in_block)) notify_owner(region_, PageIndex{d.block});
+  return FreeStatus::kOk;
+}
+
 void OwnerHeap::after_local_free(BlockDesc& b) {
   ClassList& cl = lists_[b.cls];
   PageIndex p = region_.index_of(b);
@@ -313,7 +339,29 @@ void OwnerHeap::handle_empty(ClassList& cl, BlockDesc& b) {
   source_->release(p);
 }
 
-FreeStatus OwnerHeap::free_big(void* p, const PointerInfo& at) {
+FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
+  PageDesc d = PageDesc::unpack(page_desc);
+  PageIndex block{d.block};
+  if (__builtin_expect(d.kind == PageKind::kLarge, 1)) {
+    const SamplingHooks* hooks = sampling_hooks();
+    if (__builtin_expect(hooks == nullptr || !may_be_sample(*hooks, p), 1) &&
+        owner_of(blocks_[d.block].owner_word.load(std::memory_order_relaxed)) == id_) {
+      size_t usable = 0;
+      LargeFreeResult r = large_.free_local(block, p, &usable);
+      if (__builtin_expect(r == LargeFreeResult::kFreed || r == LargeFreeResult::kBlockEmpty, 1)) {
+        count_one(counters_->large.frees);
+        count_add(counters_->large.freed_bytes, usable);
+        if (r == LargeFreeResult::kBlockEmpty) handle_empty_large(block);
+        return FreeStatus::kOk;
+      }
+      return r == LargeFreeResult::kDoubleFree ? FreeStatus::kDoubleFree : FreeStatus::kInvalid;
+    }
+  }
+  Offset off = static_cast<Offset>(static_cast<char*>(p) - data_);
+  return free_big_slow(p, {d.kind, block, d.cls, static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))});
+}
+
+FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
   if (at.kind != PageKind::kLarge && at.kind != PageKind::kHuge) return free_big_uncounted(p, at);
   // How its allocation was counted: as a big object, unless it is a sample
   // (asked before the memory is freed, while nobody can reuse the address).
@@ -321,7 +369,7 @@ FreeStatus OwnerHeap::free_big(void* p, const PointerInfo& at) {
   size_t counted_bytes = at.kind == PageKind::kLarge ? LargeHeap::usable_size(p)
                                                      : region_.block(at.block).pages.bytes() - at.in_block;
   const SamplingHooks* hooks = sampling_hooks();
-  if (hooks != nullptr) hooks->freeing(region_, p, &counted_class, &counted_bytes);
+  if (hooks != nullptr && may_be_sample(*hooks, p)) hooks->freeing(region_, p, &counted_class, &counted_bytes);
   FreeStatus s = free_big_uncounted(p, at);
   if (s == FreeStatus::kOk) {
     if (counted_class < kMaxSegregatedClasses) {

@@ -82,35 +82,42 @@ class OwnerHeap {
   // `align` a power of two; any size.
   void* alloc_aligned(size_t size, size_t align);
 
-  // REQUIRES: region().contains(p).
-  __attribute__((always_inline)) inline FreeStatus free(void* p) {
+  // The common free, inline and with no call: a valid object of one of our
+  // own segregated blocks whose block neither leaves the full list nor
+  // empties. Returns false, having changed nothing, for anything else
+  // (call free_slow with `*page_desc`, the packed descriptor of p's page
+  // this read). REQUIRES: region().contains(p).
+  __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
     Offset off = static_cast<char*>(p) - data_;
-    PageDesc d = PageDesc::unpack(page_descs_[off >> kPageShift].load(std::memory_order_acquire));
-    if (__builtin_expect(d.kind == PageKind::kSegregated, 1)) {
-      const ClassList& cl = lists_[d.cls];
-      uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
-      uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
-      char* obj = static_cast<char*>(p);
-      uint64_t tag = free_tag(secret_, off);
-      if (__builtin_expect(idx * cl.size != in_block || in_block >= cl.end, 0)) return FreeStatus::kInvalid;
-      if (__builtin_expect(tag_of(obj) == tag, 0)) return FreeStatus::kDoubleFree;
-      count_one(cl.counts->frees);
-      BlockDesc& b = blocks_[d.block];
-      if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_, 1)) {
-        if (__builtin_expect(in_block >= b.bump, 0)) return FreeStatus::kInvalid;
-        uint32_t used = block_push_local(b, obj, in_block, tag);
-        // Slow only when a full block regains room, or a block other than
-        // the current one empties.
-        if (__builtin_expect((b.flags & kBlockFull) || (used == 0 && &b != cl.cur), 0)) after_local_free(b);
-        return FreeStatus::kOk;
-      }
-      tag_of(obj) = tag;
-      if (remote_push(b, obj, in_block)) notify_owner(region_, PageIndex{d.block});
-      return FreeStatus::kOk;
+    *page_desc = page_descs_[off >> kPageShift].load(std::memory_order_acquire);
+    PageDesc d = PageDesc::unpack(*page_desc);
+    if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
+    ClassList& cl = lists_[d.cls];
+    uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+    uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
+    char* obj = static_cast<char*>(p);
+    uint64_t tag = free_tag(secret_, off);
+    BlockDesc& b = blocks_[d.block];
+    if (__builtin_expect(idx * cl.size != in_block || in_block >= cl.end || tag_of(obj) == tag ||
+                             owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
+                             in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != cl.cur),
+                         0)) {
+      return false;
     }
-    return free_big(p, {d.kind, PageIndex{d.block}, d.cls,
-                        static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))});
+    count_one(cl.counts->frees);
+    block_push_local(b, obj, in_block, tag);
+    return true;
   }
+
+  // Any free. REQUIRES: region().contains(p).
+  __attribute__((always_inline)) inline FreeStatus free(void* p) {
+    uint64_t page_desc;
+    if (__builtin_expect(try_free_local(p, &page_desc), 1)) return FreeStatus::kOk;
+    return free_slow(p, page_desc);
+  }
+  // free past try_free_local: bad pointers, remote frees, blocks that change
+  // lists, large and huge objects.
+  FreeStatus free_slow(void* p, uint64_t page_desc);
 
   // Whether p is the start of a live object (what free would accept).
   // Owner-independent; REQUIRES: region().contains(p).
@@ -174,10 +181,14 @@ class OwnerHeap {
   // The countdown passed zero: a sampled allocation (or, with sampling off,
   // a look at whether it was turned on).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
-  void* alloc_big_uncounted(size_t size, size_t align, bool* zeroed);
-  void count_big_alloc(void* p, size_t size, size_t align);
+  // Large and huge objects. alloc_big and free_big are the common cases (a
+  // quick-cached chunk; the owner's free of an unsampled chunk), the rest
+  // is out of line.
   void* alloc_big(size_t size, size_t align, bool* zeroed);
-  FreeStatus free_big(void* p, const PointerInfo& at);
+  void* alloc_large(size_t size, size_t align, bool* zeroed);
+  void* alloc_huge(size_t size, size_t align, bool* zeroed);
+  FreeStatus free_big(void* p, uint64_t page_desc);  // the packed PageDesc of p's page
+  FreeStatus free_big_slow(void* p, const PointerInfo& at);
   FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
   void after_local_free(BlockDesc& b);
   void handle_empty(ClassList& cl, BlockDesc& b);
@@ -202,6 +213,7 @@ class OwnerHeap {
   PackedPageDesc* page_descs_ = nullptr;
   BlockDesc* blocks_ = nullptr;
   uint32_t medium_max_ = 0;
+  uint32_t large_max_ = 0;
 
   Region region_{};
   const SizeClasses* classes_ = nullptr;

@@ -28,7 +28,28 @@ struct SamplingHooks {
   // Before a large chunk or huge run at p is freed: true if it is a live
   // sample (forgotten now), with how its allocation was counted.
   bool (*freeing)(const Region& r, void* p, uint32_t* counted_class, size_t* counted_bytes);
+  // A counting filter over the addresses of live samples, kSampleFilterSlots
+  // entries kept by whoever keeps the samples (incremented before
+  // `allocated` returns, decremented when `freeing` forgets one): zero in an
+  // address's slot means no live sample there, and its free need not call
+  // `freeing`. With a few thousand live samples most frees see a zero, and a
+  // large free with sampling on costs one load more than with it off.
+  const std::atomic<uint8_t>* live_filter;
 };
+
+inline constexpr uint32_t kSampleFilterBits = 15;
+inline constexpr size_t kSampleFilterSlots = size_t{1} << kSampleFilterBits;
+// A counter that reached this stays: its count is no longer known.
+inline constexpr uint8_t kSampleFilterSaturated = 255;
+
+inline size_t sample_filter_slot(const void* p) {
+  return static_cast<size_t>(((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull) >>
+                             (64 - kSampleFilterBits));
+}
+// Whether p may be a live sample of `hooks` (false: it certainly is not).
+inline bool may_be_sample(const SamplingHooks& hooks, const void* p) {
+  return hooks.live_filter[sample_filter_slot(p)].load(std::memory_order_relaxed) != 0;
+}
 
 inline constexpr uint32_t kCountedLarge = 0xfffffffeu;
 inline constexpr uint32_t kCountedHuge = 0xffffffffu;

@@ -105,14 +105,21 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
   report(FreeStatus::kInvalid, "free", p, caller);
 }
 
-// The fast path computes no caller address: only the reports need one.
+// A free the heap's inline path did not take; reports bad pointers.
+__attribute__((noinline)) void release_in_heap(OwnerHeap* h, void* p, uint64_t page_desc, const void* caller) {
+  FreeStatus s = h->free_slow(p, page_desc);
+  if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
+}
+
+// The fast path computes no caller address, and keeps nothing across a
+// call: every way out is a return or a tail call, so it needs no stack frame.
 __attribute__((always_inline)) inline void release(void* p) {
   if (UNLIKELY(p == nullptr)) return;
   OwnerHeap* h = current_heap();
   if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
-    FreeStatus s = h->free(p);
-    if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, __builtin_return_address(0));
-    return;
+    uint64_t page_desc;
+    if (LIKELY(h->try_free_local(p, &page_desc))) return;
+    return release_in_heap(h, p, page_desc, __builtin_return_address(0));
   }
   release_slow(p, __builtin_return_address(0));
 }

@@ -55,6 +55,21 @@ LiveSample values[kTableSize];
 std::atomic<uint64_t> generation{0};
 size_t live = 0, tombstones = 0;
 
+// SamplingHooks::live_filter: a count per slot of the live samples there,
+// written under the lock.
+std::atomic<uint8_t> live_filter[heap::kSampleFilterSlots];
+
+void filter_add(uintptr_t p) {
+  std::atomic<uint8_t>& f = live_filter[heap::sample_filter_slot(reinterpret_cast<void*>(p))];
+  uint8_t n = f.load(std::memory_order_relaxed);
+  if (n != heap::kSampleFilterSaturated) f.store(n + 1, std::memory_order_relaxed);
+}
+void filter_remove(uintptr_t p) {
+  std::atomic<uint8_t>& f = live_filter[heap::sample_filter_slot(reinterpret_cast<void*>(p))];
+  uint8_t n = f.load(std::memory_order_relaxed);
+  if (n != heap::kSampleFilterSaturated) f.store(n - 1, std::memory_order_relaxed);
+}
+
 memd_sample_event ring[kSampleBufferEvents];
 size_t ring_head = 0, ring_count = 0;
 
@@ -113,6 +128,7 @@ bool insert(uintptr_t p, const LiveSample& v) {
   if (keys[i].load(std::memory_order_relaxed) == kTombstone) --tombstones;
   values[i] = v;
   keys[i].store(p, std::memory_order_release);
+  filter_add(p);
   ++live;
   return true;
 }
@@ -174,6 +190,7 @@ bool on_freeing(const heap::Region& r, void* p, uint32_t* counted_class, size_t*
   if (i == kTableSize) return false;
   LiveSample v = values[i];
   keys[i].store(kTombstone, std::memory_order_release);
+  filter_remove(key);
   --live;
   ++tombstones;
   *counted_class = v.counted_class;
@@ -191,7 +208,7 @@ bool on_freeing(const heap::Region& r, void* p, uint32_t* counted_class, size_t*
   return true;
 }
 
-const heap::SamplingHooks hooks{on_allocated, on_freeing};
+const heap::SamplingHooks hooks{on_allocated, on_freeing, live_filter};
 
 }  // namespace
 
