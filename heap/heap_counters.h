@@ -13,12 +13,28 @@
 
 namespace memd::heap {
 
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+// One instruction instead of a load, an add and a store (compilers do not
+// merge relaxed atomic accesses). Not a locked add: there is one writer, and
+// on x86-64 a reader's aligned 8-byte load sees the value before or after,
+// never a torn one -- what the relaxed load and store below promise. The
+// counter's storage is what std::atomic<uint64_t> holds (standard layout).
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+inline void count_add(std::atomic<uint64_t>& c, uint64_t n) {
+  asm volatile("addq %1, %0" : "+m"(*reinterpret_cast<uint64_t*>(&c)) : "er"(n) : "cc");
+}
+inline void count_one(std::atomic<uint64_t>& c) {
+  asm volatile("addq $1, %0" : "+m"(*reinterpret_cast<uint64_t*>(&c)) : : "cc");
+}
+#else
+// ThreadSanitizer sees these (it cannot see into asm).
 inline void count_one(std::atomic<uint64_t>& c) {
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 inline void count_add(std::atomic<uint64_t>& c, uint64_t n) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
+#endif
 
 // Segregated classes: bytes are the class size times the count.
 struct ClassCount {
