@@ -15,10 +15,13 @@
 //     else: source.acquire_huge()                     a run of pages
 //
 //   free(p)
-//     page descriptor of p -> kind, class, block      [one load]
-//     owner is us: block_push_local                   [inline, no lock]
-//       block was full / became empty -> after_local_free
-//     else: remote_push + notify_owner                [lock-free]
+//     try_free_local(p)                               [inline, no call]
+//       page descriptor of p -> kind, class, block    [one load]
+//       ours, block stays on its list: block_push_local
+//     free_slow(p)                                    [out of line]
+//       block was full / becomes empty -> after_local_free
+//       another owner's block: remote_push + notify_owner   [lock-free]
+//       large/huge: free_big (the owner's unsampled chunk: quick cache)
 #pragma once
 
 #include <cstddef>
