@@ -1,7 +1,7 @@
 // What a thread heap did, for telemetry: allocations and frees per size
 // class, and of large and huge objects with their bytes. Each counter has
-// one writer (the heap's thread), so an increment is a plain load and store,
-// as cheap as a non-atomic one; relaxed atomics let a reporter thread read
+// one writer (the heap's thread), so an increment needs no locked
+// instruction (see count_one); relaxed atomics let a reporter thread read
 // them at any time. The arena's stranger is shared by threads: there a
 // concurrent increment may be lost, never torn.
 #pragma once

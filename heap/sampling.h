@@ -32,8 +32,8 @@ struct SamplingHooks {
   // entries kept by whoever keeps the samples (incremented before
   // `allocated` returns, decremented when `freeing` forgets one): zero in an
   // address's slot means no live sample there, and its free need not call
-  // `freeing`. With a few thousand live samples most frees see a zero, and a
-  // large free with sampling on costs one load more than with it off.
+  // `freeing`. With a few thousand live samples most frees see a zero: a
+  // large free with sampling on costs a hash and a load more than with it off.
   const std::atomic<uint8_t>* live_filter;
 };
 
