@@ -20,7 +20,6 @@ noise lands on all cases alike; the report gives medians over the rounds.
 import argparse
 import datetime
 import glob
-import json
 import os
 import resource
 import shlex
@@ -40,7 +39,7 @@ sys.path.insert(0, BENCH_DIR)
 sys.path.insert(0, os.path.join(BENCH_DIR, "shared"))
 sys.path.insert(0, DAEMON_BENCH_DIR)
 
-from harness.result_files import write_report_files  # noqa: E402
+from harness.result_files import publish_report, rerender_report  # noqa: E402
 from harness import launch, machine  # noqa: E402
 from harness.stats import median, ratio  # noqa: E402
 import run_shared  # noqa: E402
@@ -458,24 +457,11 @@ def status_line(case, rec):
             f"remote calls {v.get('remote_calls', '?')}")
 
 
-def rerender(json_path, write):
-    """The Markdown of a saved report, from its JSON (the same data, the current wording)."""
-    with open(json_path) as f:
-        doc = json.load(f)
-    markdown = render(doc)
-    print(markdown)
-    if write:
-        md_path = os.path.splitext(json_path)[0] + ".md"
-        with open(md_path, "w") as f:
-            f.write(markdown)
-        log(f"run_daemon: wrote {md_path}")
-    return 1 if doc["problems"] else 0
-
 
 def main():
     args = parse_args()
     if args.render:
-        return rerender(args.render, not args.no_write)
+        return rerender_report(args.render, render, not args.no_write, "run_daemon")
     build = os.path.abspath(args.build)
     tools = {"latency": os.path.join(build, "bench", "daemon", "bench_lease_latency"),
              "batching": os.path.join(build, "bench", "daemon", "bench_lease_batching"),
@@ -527,14 +513,7 @@ def main():
     doc = build_document(args, cases, skipped, runs, memd, load_before, memd_status,
                          (current_before, build_is_current(build)))
     doc["cpu"] = cpu.summary()
-    markdown = render(doc)
-    print(markdown)
-    if not args.no_write:
-        md_path, json_path = write_report_files(doc, markdown, args.out, "daemon")
-        log(f"run_daemon: wrote {md_path} and {json_path}")
-    for p in doc["problems"]:
-        log(f"run_daemon: !!! {p}")
-    return 1 if doc["problems"] else 0
+    return publish_report(doc, render, args.out, "daemon", not args.no_write, "run_daemon")
 
 
 if __name__ == "__main__":

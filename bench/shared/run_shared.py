@@ -26,7 +26,6 @@ order rotated, so machine noise lands on all cases alike.
 import argparse
 import datetime
 import glob
-import json
 import os
 import shlex
 import shutil
@@ -41,7 +40,7 @@ BENCH_DIR = os.path.dirname(SHARED_DIR)
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
-from harness.result_files import write_report_files  # noqa: E402
+from harness.result_files import publish_report, rerender_report  # noqa: E402
 from harness import launch, machine, report  # noqa: E402
 from harness.stats import fmt, median, ratio  # noqa: E402
 
@@ -789,14 +788,7 @@ def main():
                     log("    " + rec["stderr_tail"].strip().replace("\n", "\n    "))
 
     doc = build_document(args, by_workload, skipped, runs, work_dir, load_before)
-    markdown = render(doc)
-    print(markdown)
-    if not args.no_write:
-        md_path, json_path = write_report_files(doc, markdown, args.out, "shared")
-        log(f"run_shared: wrote {md_path} and {json_path}")
-    for p in doc["problems"]:
-        log(f"run_shared: !!! {p}")
-    return 1 if doc["problems"] else 0
+    return publish_report(doc, render, args.out, "shared", not args.no_write, "run_shared")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ sys.path.insert(0, TELEMETRY_DIR)
 
 from harness import launch, machine, micro, summary  # noqa: E402
 from harness.allocators import MEMD_SHIM, Allocator  # noqa: E402
-from harness.result_files import write_report_files  # noqa: E402
+from harness.result_files import publish_report, rerender_report  # noqa: E402
 from harness.workloads import MICRO, WORKLOADS  # noqa: E402
 from run_daemon import CpuAccount, Memd  # noqa: E402
 from telemetry_report import render  # noqa: E402
@@ -232,23 +232,11 @@ def plan_programs(args, tools):
     return progs
 
 
-def rerender(json_path, write):
-    with open(json_path) as f:
-        doc = json.load(f)
-    markdown = render(doc)
-    print(markdown)
-    if write:
-        md_path = os.path.splitext(json_path)[0] + ".md"
-        with open(md_path, "w") as f:
-            f.write(markdown)
-        log(f"run_telemetry: wrote {md_path}")
-    return 1 if doc["problems"] else 0
-
 
 def main():
     args = parse_args()
     if args.render:
-        return rerender(args.render, not args.no_write)
+        return rerender_report(args.render, render, not args.no_write, "run_telemetry")
     build = os.path.abspath(args.build)
     bin_dir = os.path.join(build, "bench")
     tools = {"bin_dir": bin_dir, "launcher": os.path.join(bin_dir, "bench_launch"),
@@ -278,14 +266,7 @@ def main():
         doc = measure(args, tools, problems, facts, quiet, helper_note)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    markdown = render(doc)
-    print(markdown)
-    if not args.no_write:
-        md_path, json_path = write_report_files(doc, markdown, args.out, "telemetry")
-        log(f"run_telemetry: wrote {md_path} and {json_path}")
-    for p in doc["problems"]:
-        log(f"run_telemetry: !!! {p}")
-    return 1 if doc["problems"] else 0
+    return publish_report(doc, render, args.out, "telemetry", not args.no_write, "run_telemetry")
 
 
 def measure(args, tools, problems, facts, quiet, helper_note):
