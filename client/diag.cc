@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,6 +32,19 @@ struct Line {
     add("0x");
     while (n > 0 && len < sizeof buf - 1) buf[len++] = tmp[--n];
   }
+  void add_decimal(uint64_t v) {
+    char tmp[20];
+    int n = 0;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v);
+    while (n > 0 && len < sizeof buf - 1) buf[len++] = tmp[--n];
+  }
+  void write_out() const {
+    ssize_t ignored = write(STDERR_FILENO, buf, len);
+    (void)ignored;
+  }
 };
 
 const char* describe(HeapError e) {
@@ -56,10 +70,18 @@ void report_heap_error(HeapError error, const char* call, const void* p, const v
     line.add(" (caller ");
     line.add_hex(caller);
     line.add(")\n");
-    ssize_t ignored = write(STDERR_FILENO, line.buf, line.len);
-    (void)ignored;
+    line.write_out();
   }
   if (abort_on_error()) abort();
+}
+
+void report_reserve_reduced(size_t bytes) {
+  if (quiet()) return;
+  Line line;
+  line.add("memd: address space limited; the process heap reserves ");
+  line.add_decimal(bytes >> 20);
+  line.add(" MiB\n");
+  line.write_out();
 }
 
 unsigned long error_count() { return errors.load(std::memory_order_relaxed); }

@@ -1,7 +1,9 @@
-// Reports of heap errors (invalid pointer, double free) on stderr, formatted
-// into a stack buffer: no malloc, usable from inside malloc. Each report
-// names the address and the caller's return address.
+// Reports on stderr, formatted into a stack buffer: no malloc, usable from
+// inside malloc. Heap errors (invalid pointer, double free) name the
+// address and the caller's return address.
 #pragma once
+
+#include <cstddef>
 
 namespace memd::client {
 
@@ -12,5 +14,9 @@ enum class HeapError { kInvalidPointer, kDoubleFree };
 void report_heap_error(HeapError error, const char* call, const void* p, const void* caller);
 
 unsigned long error_count();
+
+// Writes "memd: address space limited; the process heap reserves <N> MiB"
+// (unless MEMD_QUIET=1): the process heap got less than it asked for.
+void report_reserve_reduced(size_t bytes);
 
 }  // namespace memd::client

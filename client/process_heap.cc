@@ -1,12 +1,10 @@
 #include "client/process_heap.h"
 
 #include <pthread.h>
-#include <unistd.h>
-
-#include <cstring>
 
 #include <atomic>
 
+#include "client/diag.h"
 #include "client/options.h"
 
 namespace memd::client {
@@ -30,21 +28,6 @@ void fork_child() {
 // Below this, a process heap is not worth having.
 constexpr size_t kMinProcessReserve = size_t{256} << 20;
 
-// stderr without stdio: this runs inside the first malloc.
-void warn_reserve_reduced(size_t bytes) {
-  char text[96] = "memd: address space limited; the process heap reserves ";
-  char* end = text + std::strlen(text);
-  char digits[24];
-  int n = 0;
-  for (size_t mib = bytes >> 20; n == 0 || mib != 0; mib /= 10) digits[n++] = static_cast<char>('0' + mib % 10);
-  while (n > 0) *end++ = digits[--n];
-  std::strcpy(end, " MiB\n");
-  if (!quiet()) {
-    ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
-    (void)ignored;
-  }
-}
-
 }  // namespace
 
 constinit ProcessSpan process_span;
@@ -60,7 +43,7 @@ const ArenaHandle& process_arena() {
     while (arena == nullptr && options.reserve_bytes / 2 >= kMinProcessReserve) {
       options.reserve_bytes /= 2;
       arena = Arena::create(options);
-      if (arena != nullptr) warn_reserve_reduced(options.reserve_bytes);
+      if (arena != nullptr) report_reserve_reduced(options.reserve_bytes);
     }
     ArenaHandle handle;
     failed = arena == nullptr;
