@@ -294,27 +294,22 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
 // --- free ---
 
 FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
-  Offset off = static_cast<char*>(p) - data_;
   PageDesc d = PageDesc::unpack(page_desc);
   if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
-  ClassList& cl = lists_[d.cls];
-  uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
-  uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
-  char* obj = static_cast<char*>(p);
-  uint64_t tag = free_tag(secret_, off);
-  if (idx * cl.size != in_block || in_block >= cl.end) return FreeStatus::kInvalid;
-  if (tag_of(obj) == tag) return FreeStatus::kDoubleFree;
-  count_one(cl.counts->frees);
-  BlockDesc& b = blocks_[d.block];
+  SegregatedFree f = segregated_free(p, d);
+  if (!f.object_start) return FreeStatus::kInvalid;
+  if (tag_of(f.obj) == f.tag) return FreeStatus::kDoubleFree;
+  count_one(f.cl->counts->frees);
+  BlockDesc& b = *f.block;
   if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {
-    if (in_block >= b.bump) return FreeStatus::kInvalid;
-    uint32_t used = block_push_local(b, obj, in_block, tag);
+    if (f.in_block >= b.bump) return FreeStatus::kInvalid;
+    uint32_t used = block_push_local(b, f.obj, f.in_block, f.tag);
     // A full block regains room, or a block other than the current one empties.
-    if ((b.flags & kBlockFull) || (used == 0 && &b != cl.cur)) after_local_free(b);
+    if ((b.flags & kBlockFull) || (used == 0 && &b != f.cl->cur)) after_local_free(b);
     return FreeStatus::kOk;
   }
-  tag_of(obj) = tag;
-  if (remote_push(b, obj, in_block)) notify_owner(region_, PageIndex{d.block});
+  tag_of(f.obj) = f.tag;
+  if (remote_push(b, f.obj, f.in_block)) notify_owner(region_, PageIndex{d.block});
   return FreeStatus::kOk;
 }
 

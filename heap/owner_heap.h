@@ -91,24 +91,19 @@ class OwnerHeap {
   // (call free_slow with `*page_desc`, the packed descriptor of p's page
   // this read). REQUIRES: region().contains(p).
   __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
-    Offset off = static_cast<char*>(p) - data_;
-    *page_desc = page_descs_[off >> kPageShift].load(std::memory_order_acquire);
+    *page_desc = page_descs_[(static_cast<char*>(p) - data_) >> kPageShift].load(std::memory_order_acquire);
     PageDesc d = PageDesc::unpack(*page_desc);
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
-    ClassList& cl = lists_[d.cls];
-    uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
-    uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
-    char* obj = static_cast<char*>(p);
-    uint64_t tag = free_tag(secret_, off);
-    BlockDesc& b = blocks_[d.block];
-    if (__builtin_expect(idx * cl.size != in_block || in_block >= cl.end || tag_of(obj) == tag ||
+    SegregatedFree f = segregated_free(p, d);
+    BlockDesc& b = *f.block;
+    if (__builtin_expect(!f.object_start || tag_of(f.obj) == f.tag ||
                              owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
-                             in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != cl.cur),
+                             f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
                          0)) {
       return false;
     }
-    count_one(cl.counts->frees);
-    block_push_local(b, obj, in_block, tag);
+    count_one(f.cl->counts->frees);
+    block_push_local(b, f.obj, f.in_block, f.tag);
     return true;
   }
 
@@ -179,6 +174,24 @@ class OwnerHeap {
     ClassCount* counts;   // this class's telemetry counters
   };
   static_assert(sizeof(ClassList) == 64);
+
+  // What both free paths compute of a segregated object at p.
+  struct SegregatedFree {
+    ClassList* cl;
+    BlockDesc* block;
+    char* obj;
+    uint32_t in_block;  // byte offset of p from the block start
+    uint64_t tag;       // the tag a freed object at p carries
+    bool object_start;  // p is an object's start within the class's objects
+  };
+  __attribute__((always_inline)) SegregatedFree segregated_free(void* p, PageDesc d) {
+    Offset off = static_cast<char*>(p) - data_;
+    ClassList& cl = lists_[d.cls];
+    uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+    uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
+    return {&cl, &blocks_[d.block], static_cast<char*>(p), in_block, free_tag(secret_, off),
+            idx * cl.size == in_block && in_block < cl.end};
+  }
 
   void* alloc_slow(uint32_t cls);
   // The countdown passed zero: a sampled allocation (or, with sampling off,
