@@ -50,6 +50,14 @@ struct BigCount {
   std::atomic<uint64_t> freed_bytes{0};
 };
 
+// A big object resized in place from `before` to `after` usable bytes:
+// growth counts as allocated bytes and shrinkage as freed bytes, so live
+// bytes (allocated - freed) stay exact and both totals only grow.
+inline void count_resized(BigCount& c, uint64_t before, uint64_t after) {
+  if (after > before) count_add(c.alloc_bytes, after - before);
+  else count_add(c.freed_bytes, before - after);
+}
+
 struct HeapCounters {
   ClassCount classes[kMaxSegregatedClasses];
   BigCount large;

@@ -97,7 +97,10 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
       return false;
     }
     bool is_free = state == kChunkFree;
-    if (!is_free && state != kChunkBusy && state != kChunkRemote && state != kChunkQuick) {
+    bool live = state == kChunkBusy ||
+                (chunk_state_is_sampled(state) &&
+                 ((state & 0xffffu) == kSampledAsLarge || (state & 0xffffu) < kMaxSegregatedClasses));
+    if (!is_free && !live && state != kChunkRemote && state != kChunkQuick) {
       *why = "large chunk state overwritten";
       return false;
     }
@@ -106,8 +109,9 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
       return false;
     }
     uint32_t payload = c->size - sizeof(ChunkHeader);
-    if (state == kChunkBusy) {
+    if (live) {
       ++s->busy_objects;
+      if (state != kChunkBusy) ++s->sampled_objects;
       s->busy_bytes += payload;
     } else {
       ++s->free_objects;
@@ -165,6 +169,7 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes) {
       ++s.huge_objects;
       ++(live ? s.busy_objects : s.free_objects);
       (live ? s.busy_bytes : s.free_bytes) += b.pages.bytes();
+      if (live && (b.flags & kBlockSampled)) ++s.sampled_objects;
     }
     i += n;
   }
@@ -290,7 +295,7 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
         auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
         if (c->size == 0) return nullptr;
         if (in_block < o + c->size) {
-          bool live = chunk_state(c) == kChunkBusy && in_block >= o + sizeof(ChunkHeader);  // not quick-cached
+          bool live = chunk_state_is_live(chunk_state(c)) && in_block >= o + sizeof(ChunkHeader);  // not quick-cached
           return live ? base + o + sizeof(ChunkHeader) : nullptr;
         }
         o += c->size;

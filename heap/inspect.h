@@ -14,6 +14,7 @@ namespace memd::heap {
 struct RegionStats {
   size_t busy_objects = 0, busy_bytes = 0;  // live objects, their usable bytes
   size_t free_objects = 0, free_bytes = 0;  // free space inside blocks
+  size_t sampled_objects = 0;               // live objects marked as allocation samples
   size_t segregated_blocks = 0, large_blocks = 0, huge_objects = 0;
   size_t pages_committed = 0;   // high-water mark of the data pages
   size_t pages_in_use = 0;      // in blocks and huge objects

@@ -32,10 +32,22 @@ inline constexpr uint32_t kChunkFree = 0x66726565u;    // "free"
 inline constexpr uint32_t kChunkRemote = 0x72656d6fu;  // freed by a non-owner, not yet collected
 inline constexpr uint32_t kChunkQuick = 0x7175696bu;   // freed by the owner, kept unmerged for reuse
 
+// A live chunk holding an allocation sample (heap/sampling.h). The mark keeps
+// it off the owner's inline free, so only sampled frees ever reach the
+// sampling hooks, and it says how the allocation was counted: the low 16 bits
+// are its size class, or kSampledAsLarge. It stays in a persistent region
+// across crashes, so whichever process frees the object counts it as its
+// allocation was counted.
+inline constexpr uint32_t kChunkSampled = 0x73610000u;  // "sa" and a counted class
+inline constexpr uint32_t kSampledAsLarge = 0xffffu;
+
 // Whether a chunk in `state` is free (for statistics and double-free checks).
 inline bool chunk_state_is_free(uint32_t state) {
   return state == kChunkFree || state == kChunkRemote || state == kChunkQuick;
 }
+inline bool chunk_state_is_sampled(uint32_t state) { return (state & 0xffff0000u) == kChunkSampled; }
+// Live: handed out and not freed (sampled or not).
+inline bool chunk_state_is_live(uint32_t state) { return state == kChunkBusy || chunk_state_is_sampled(state); }
 
 // Sits just before every large object. All fields but `state` are written by
 // the owner only; `state` is accessed atomically (remote frees claim a chunk).
@@ -80,6 +92,8 @@ class LargeHeap {
   // chunk and has been taken out of the bins; the caller decides whether to
   // keep or release it (reinsert with keep_empty_block). Inline up to the
   // quick cache, the common case: a pointer check, a state check, a push.
+  // A sampled chunk is kInvalid here: its free first goes through
+  // unmark_sampled.
   LargeFreeResult free_local(PageIndex block, void* p, size_t* usable = nullptr) {
     auto* c = static_cast<ChunkHeader*>(p) - 1;
     Offset off = static_cast<Offset>(static_cast<char*>(p) - region_.data) - sizeof(ChunkHeader);
@@ -134,6 +148,23 @@ class LargeHeap {
 
   // Validates `p` as a live chunk of a large block; returns its header.
   static ChunkHeader* header_of(const Region& r, uint64_t secret, PageIndex block, void* p);
+
+  // Marks the live chunk at `p` as a sample counted as `counted` (a size
+  // class or kSampledAsLarge). Before p is handed out.
+  static void mark_sampled(void* p, uint32_t counted) {
+    __atomic_store_n(&(static_cast<ChunkHeader*>(p) - 1)->state, kChunkSampled | (counted & 0xffffu),
+                     __ATOMIC_RELEASE);
+  }
+  // Takes the mark off a sampled chunk for its free: the state it had, or 0
+  // if it was not a sampled chunk (or another free took the mark first).
+  static uint32_t unmark_sampled(ChunkHeader* c) {
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    if (!chunk_state_is_sampled(state) ||
+        !__atomic_compare_exchange_n(&c->state, &state, kChunkBusy, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      return 0;
+    }
+    return state;
+  }
 
   // Payload bytes of the live chunk at `p`.
   static size_t usable_size(void* p) { return static_cast<ChunkHeader*>(p)[-1].size - sizeof(ChunkHeader); }

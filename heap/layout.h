@@ -68,6 +68,9 @@ enum RunState : uint8_t {
 inline constexpr uint8_t kBlockFull = 1;       // on the owner's full list
 inline constexpr uint8_t kBlockFreshBump = 2;  // memory past `bump` reads as zero
 inline constexpr uint8_t kBlockCached = 4;     // empty, kept in the owner's cache
+// A huge run holding an allocation sample (heap/sampling.h); written by the
+// thread that allocates the run and by the one that frees it.
+inline constexpr uint8_t kBlockSampled = 8;
 
 // One per data page; only the entry of a block's (or free run's) first page is
 // used. One cache line each, so owners of neighbouring blocks never share one.

@@ -184,10 +184,18 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
     counted_class = SizeClasses::class_of(size);
     counted_bytes = lists_[counted_class].size;
     count_one(lists_[counted_class].counts->allocs);
+    LargeHeap::mark_sampled(p, counted_class);
   } else {
     p = alloc_big(size, align, zeroed);
     if (p == nullptr) return nullptr;
-    counted_class = locate(p).kind == PageKind::kLarge ? kCountedLarge : kCountedHuge;
+    PointerInfo at = locate(p);
+    if (at.kind == PageKind::kLarge) {
+      counted_class = kCountedLarge;
+      LargeHeap::mark_sampled(p, kSampledAsLarge);
+    } else {
+      counted_class = kCountedHuge;
+      region_.block(at.block).flags |= kBlockSampled;
+    }
     counted_bytes = usable_size(p);
   }
   count_one(counters_->samples);
@@ -245,6 +253,9 @@ void* OwnerHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
     if (got.first == kNoPage) return nullptr;
     if (zeroed) *zeroed = got.zeroed;
     p = region_.page_address(got.first);
+    // The first page's descriptor may carry the flags of an earlier block
+    // (a sampled huge run whose process died).
+    region_.block(got.first).flags = 0;
   }
   count_one(counters_->huge.allocs);
   count_add(counters_->huge.alloc_bytes, pages.bytes());
@@ -337,19 +348,17 @@ void OwnerHeap::handle_empty(ClassList& cl, BlockDesc& b) {
 FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
   PageDesc d = PageDesc::unpack(page_desc);
   PageIndex block{d.block};
-  if (__builtin_expect(d.kind == PageKind::kLarge, 1)) {
-    const SamplingHooks* hooks = sampling_hooks();
-    if (__builtin_expect(hooks == nullptr || !may_be_sample(*hooks, p), 1) &&
-        owner_of(blocks_[d.block].owner_word.load(std::memory_order_relaxed)) == id_) {
-      size_t usable = 0;
-      LargeFreeResult r = large_.free_local(block, p, &usable);
-      if (__builtin_expect(r == LargeFreeResult::kFreed || r == LargeFreeResult::kBlockEmpty, 1)) {
-        count_one(counters_->large.frees);
-        count_add(counters_->large.freed_bytes, usable);
-        if (r == LargeFreeResult::kBlockEmpty) handle_empty_large(block);
-        return FreeStatus::kOk;
-      }
-      return r == LargeFreeResult::kDoubleFree ? FreeStatus::kDoubleFree : FreeStatus::kInvalid;
+  // The owner's free of an unsampled chunk. A sampled chunk, like a bad
+  // pointer, fails free_local's state check and goes the slow way.
+  if (__builtin_expect(d.kind == PageKind::kLarge, 1) &&
+      owner_of(blocks_[d.block].owner_word.load(std::memory_order_relaxed)) == id_) {
+    size_t usable = 0;
+    LargeFreeResult r = large_.free_local(block, p, &usable);
+    if (__builtin_expect(r == LargeFreeResult::kFreed || r == LargeFreeResult::kBlockEmpty, 1)) {
+      count_one(counters_->large.frees);
+      count_add(counters_->large.freed_bytes, usable);
+      if (r == LargeFreeResult::kBlockEmpty) handle_empty_large(block);
+      return FreeStatus::kOk;
     }
   }
   Offset off = static_cast<Offset>(static_cast<char*>(p) - data_);
@@ -358,13 +367,30 @@ FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
 
 FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
   if (at.kind != PageKind::kLarge && at.kind != PageKind::kHuge) return free_big_uncounted(p, at);
-  // How its allocation was counted: as a big object, unless it is a sample
-  // (asked before the memory is freed, while nobody can reuse the address).
+  // Counted as its allocation was: a big object, or (a sample) as its mark
+  // says. The hooks hear of a sample before its memory is freed, while
+  // nobody can reuse the address.
   uint32_t counted_class = at.kind == PageKind::kLarge ? kCountedLarge : kCountedHuge;
+  bool sampled = false;
+  if (at.kind == PageKind::kLarge) {
+    if (ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, p)) {
+      uint32_t state = LargeHeap::unmark_sampled(c);
+      sampled = state != 0;
+      uint32_t cls = state & 0xffffu;
+      if (sampled && cls != kSampledAsLarge && cls >= classes_->first_class() && cls <= classes_->last_class()) {
+        counted_class = cls;
+      }
+    }
+  } else if (at.in_block == 0) {
+    BlockDesc& b = region_.block(at.block);
+    sampled = (b.flags & kBlockSampled) != 0;
+    b.flags &= ~kBlockSampled;
+  }
+  if (sampled) {
+    if (const SamplingHooks* hooks = sampling_hooks()) hooks->freeing(region_, p);
+  }
   size_t counted_bytes = at.kind == PageKind::kLarge ? LargeHeap::usable_size(p)
                                                      : region_.block(at.block).pages.bytes() - at.in_block;
-  const SamplingHooks* hooks = sampling_hooks();
-  if (hooks != nullptr && may_be_sample(*hooks, p)) hooks->freeing(region_, p, &counted_class, &counted_bytes);
   FreeStatus s = free_big_uncounted(p, at);
   if (s == FreeStatus::kOk) {
     if (counted_class < kMaxSegregatedClasses) {
@@ -492,7 +518,8 @@ FreeStatus OwnerHeap::validate(const void* p) const {
       ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, const_cast<void*>(p));
       if (c == nullptr) return FreeStatus::kInvalid;
       uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-      return state == kChunkBusy ? FreeStatus::kOk : FreeStatus::kDoubleFree;
+      if (chunk_state_is_live(state)) return FreeStatus::kOk;
+      return chunk_state_is_free(state) ? FreeStatus::kDoubleFree : FreeStatus::kInvalid;
     }
     case PageKind::kHuge:
       if (at.in_block != 0) return FreeStatus::kInvalid;
@@ -513,15 +540,27 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
     case PageKind::kSegregated:
       // Stay while the class fits and the object would not waste over half.
       return size <= have && (size > have / 2 || have <= kMinObject);
-    case PageKind::kLarge:
-      return size > classes_->medium_max() && size <= classes_->large_max() &&
-             owner_of(region_.block(at.block).owner_word.load(std::memory_order_relaxed)) == id_ &&
-             large_.resize_in_place(at.block, p, size);
+    case PageKind::kLarge: {
+      if (size <= classes_->medium_max() || size > classes_->large_max() ||
+          owner_of(region_.block(at.block).owner_word.load(std::memory_order_relaxed)) != id_ ||
+          !large_.resize_in_place(at.block, p, size)) {
+        return false;
+      }
+      // A sample counted as a size class stays counted as one object of it.
+      uint32_t state = __atomic_load_n(&(static_cast<ChunkHeader*>(p) - 1)->state, __ATOMIC_ACQUIRE);
+      if (!chunk_state_is_sampled(state) || (state & 0xffffu) == kSampledAsLarge) {
+        count_resized(counters_->large, have, LargeHeap::usable_size(p));
+      }
+      return true;
+    }
     case PageKind::kHuge: {
       if (size <= classes_->large_max() || at.in_block != 0 || size > kMaxHugeBytes) return false;
       bool zeroed = false;
       PageCount want = pages_for(size);
-      return want == region_.block(at.block).pages || source_->resize_huge(at.block, want, &zeroed);
+      if (want == region_.block(at.block).pages) return true;
+      if (!source_->resize_huge(at.block, want, &zeroed)) return false;
+      count_resized(counters_->huge, have, want.bytes());
+      return true;
     }
     default:
       return false;

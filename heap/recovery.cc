@@ -131,7 +131,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + off);
     uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
     bool sane = c->size >= 2 * sizeof(ChunkHeader) && c->size % kChunkAlign == 0 && c->size <= bytes - off &&
-                (state == kChunkBusy || chunk_state_is_free(state)) &&
+                (chunk_state_is_live(state) || chunk_state_is_free(state)) &&
                 c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
     if (!sane) {
       // The rest of the block becomes one free chunk.
@@ -141,7 +141,9 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
       state = kChunkFree;
     }
     c->prev_size = prev_size;
-    if (state == kChunkBusy || state == kChunkRemote) {
+    // A sampled chunk keeps its mark: whoever frees it counts it as it was
+    // counted when allocated.
+    if (chunk_state_is_live(state) || state == kChunkRemote) {
       any_live = true;
       last_free = nullptr;
     } else if (last_free != nullptr) {

@@ -6,9 +6,12 @@
 //
 // A sampled small or medium object is placed in a large block, with a chunk
 // header: free finds it on the large path (never on the segregated fast
-// path), where it asks the hooks whether the chunk is a sampled one. The
-// hooks (process-wide, set by the telemetry layer) record the stack and
-// keep the table of live samples. The heap itself stays policy-free.
+// path). Every sampled chunk is marked in its header (kChunkSampled, with how
+// it was counted), a sampled huge run in its block's flags (kBlockSampled):
+// only marked objects reach the `freeing` hook, and the owner's inline free
+// of a large chunk pays nothing for sampling. The hooks (process-wide, set
+// by the telemetry layer) record the stack and keep the table of live
+// samples. The heap itself stays policy-free.
 #pragma once
 
 #include <atomic>
@@ -25,31 +28,13 @@ struct SamplingHooks {
   // (kCountedLarge/kCountedHuge for big objects) of `counted_bytes`.
   // Runs on the allocating thread, inside malloc: no allocation.
   void (*allocated)(const Region& r, void* p, size_t requested, uint32_t counted_class, size_t counted_bytes);
-  // Before a large chunk or huge run at p is freed: true if it is a live
-  // sample (forgotten now), with how its allocation was counted.
-  bool (*freeing)(const Region& r, void* p, uint32_t* counted_class, size_t* counted_bytes);
-  // A counting filter over the addresses of live samples, kSampleFilterSlots
-  // entries kept by whoever keeps the samples (incremented before
-  // `allocated` returns, decremented when `freeing` forgets one): zero in an
-  // address's slot means no live sample there, and its free need not call
-  // `freeing`. With a few thousand live samples most frees see a zero: a
-  // large free with sampling on costs a hash and a load more than with it off.
-  const std::atomic<uint8_t>* live_filter;
+  // Before a marked (sampled) large chunk or huge run at p is freed; the
+  // heap has counted it already. The sample may be another process's (an
+  // object of a shared region), or one the hooks did not keep: the hook
+  // looks it up and forgets it if it has it. Runs on the freeing thread,
+  // inside free: no allocation.
+  void (*freeing)(const Region& r, void* p);
 };
-
-inline constexpr uint32_t kSampleFilterBits = 15;
-inline constexpr size_t kSampleFilterSlots = size_t{1} << kSampleFilterBits;
-// A counter that reached this stays: its count is no longer known.
-inline constexpr uint8_t kSampleFilterSaturated = 255;
-
-inline size_t sample_filter_slot(const void* p) {
-  return static_cast<size_t>(((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull) >>
-                             (64 - kSampleFilterBits));
-}
-// Whether p may be a live sample of `hooks` (false: it certainly is not).
-inline bool may_be_sample(const SamplingHooks& hooks, const void* p) {
-  return hooks.live_filter[sample_filter_slot(p)].load(std::memory_order_relaxed) != 0;
-}
 
 inline constexpr uint32_t kCountedLarge = 0xfffffffeu;
 inline constexpr uint32_t kCountedHuge = 0xffffffffu;
@@ -60,7 +45,6 @@ inline constexpr uint32_t kCountedHuge = 0xffffffffu;
 void set_sampling(const SamplingHooks* hooks, uint64_t period_bytes);
 
 namespace internal {
-// Read inline, so that every large free's look at the hooks is one load.
 // Defined in sampling.cc (not inline variables: those can be merged across
 // shared libraries, and the shim and its daemon link keep one each).
 extern std::atomic<const SamplingHooks*> sampling_hooks;

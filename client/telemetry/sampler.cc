@@ -3,7 +3,9 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 
 #include "absl/debugging/stacktrace.h"
 #include "heap/sampling.h"
@@ -11,8 +13,8 @@
 namespace memd::client::telemetry {
 namespace {
 
-// Sampling is rare (one allocation in thousands) and large frees check the
-// table without it: a spin lock is enough.
+// Sampling is rare (one allocation in thousands), and only the frees of
+// sampled objects (marked by the heap) come here: a spin lock is enough.
 class SpinLock {
  public:
   void lock() {
@@ -40,35 +42,15 @@ constexpr uintptr_t kTombstone = 1;
 
 struct LiveSample {
   uint64_t id;
-  uint32_t counted_class;
   uint64_t counted_bytes;
   uintptr_t heap_base;
 };
 
+// All under the lock: open addressing keyed by address.
 SpinLock lock;
-// Open addressing keyed by address. Keys are read without the lock (every
-// large free looks here); everything else is under it. `generation` is odd
-// while the table is rebuilt, so a lock-free miss that raced a rebuild is
-// retried under the lock.
-std::atomic<uintptr_t> keys[kTableSize];
+uintptr_t keys[kTableSize];
 LiveSample values[kTableSize];
-std::atomic<uint64_t> generation{0};
 size_t live = 0, tombstones = 0;
-
-// SamplingHooks::live_filter: a count per slot of the live samples there,
-// written under the lock.
-std::atomic<uint8_t> live_filter[heap::kSampleFilterSlots];
-
-void filter_add(uintptr_t p) {
-  std::atomic<uint8_t>& f = live_filter[heap::sample_filter_slot(reinterpret_cast<void*>(p))];
-  uint8_t n = f.load(std::memory_order_relaxed);
-  if (n != heap::kSampleFilterSaturated) f.store(n + 1, std::memory_order_relaxed);
-}
-void filter_remove(uintptr_t p) {
-  std::atomic<uint8_t>& f = live_filter[heap::sample_filter_slot(reinterpret_cast<void*>(p))];
-  uint8_t n = f.load(std::memory_order_relaxed);
-  if (n != heap::kSampleFilterSaturated) f.store(n - 1, std::memory_order_relaxed);
-}
 
 memd_sample_event ring[kSampleBufferEvents];
 size_t ring_head = 0, ring_count = 0;
@@ -80,37 +62,33 @@ std::atomic<uint64_t> period{0};
 
 size_t slot_of(uintptr_t p) { return static_cast<size_t>(((p >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - kTableBits)); }
 
-// The slot holding p, or kTableSize. Lock-free.
+// REQUIRES: lock held. The slot holding p, or kTableSize.
 size_t find(uintptr_t p) {
   for (size_t i = slot_of(p), n = 0; n < kTableSize; i = (i + 1) & (kTableSize - 1), ++n) {
-    uintptr_t k = keys[i].load(std::memory_order_acquire);
-    if (k == p) return i;
-    if (k == kEmpty) return kTableSize;
+    if (keys[i] == p) return i;
+    if (keys[i] == kEmpty) return kTableSize;
   }
   return kTableSize;
 }
 
-// REQUIRES: lock held.
+// REQUIRES: lock held. Drops the tombstones.
 void rebuild() {
   static LiveSample kept_values[kLiveSampleCapacity];
   static uintptr_t kept_keys[kLiveSampleCapacity];
   size_t n = 0;
   for (size_t i = 0; i < kTableSize; ++i) {
-    uintptr_t k = keys[i].load(std::memory_order_relaxed);
-    if (k > kTombstone && n < kLiveSampleCapacity) {
-      kept_keys[n] = k;
+    if (keys[i] > kTombstone && n < kLiveSampleCapacity) {
+      kept_keys[n] = keys[i];
       kept_values[n++] = values[i];
     }
   }
-  generation.fetch_add(1, std::memory_order_acq_rel);
-  for (size_t i = 0; i < kTableSize; ++i) keys[i].store(kEmpty, std::memory_order_relaxed);
+  std::fill(std::begin(keys), std::end(keys), kEmpty);
   for (size_t j = 0; j < n; ++j) {
     size_t i = slot_of(kept_keys[j]);
-    while (keys[i].load(std::memory_order_relaxed) != kEmpty) i = (i + 1) & (kTableSize - 1);
+    while (keys[i] != kEmpty) i = (i + 1) & (kTableSize - 1);
     values[i] = kept_values[j];
-    keys[i].store(kept_keys[j], std::memory_order_release);
+    keys[i] = kept_keys[j];
   }
-  generation.fetch_add(1, std::memory_order_acq_rel);
   live = n;
   tombstones = 0;
 }
@@ -120,15 +98,10 @@ bool insert(uintptr_t p, const LiveSample& v) {
   if (live >= kLiveSampleCapacity) return false;
   if (live + tombstones >= kTableSize * 3 / 4) rebuild();
   size_t i = slot_of(p);
-  for (;;) {
-    uintptr_t k = keys[i].load(std::memory_order_relaxed);
-    if (k == kEmpty || k == kTombstone) break;
-    i = (i + 1) & (kTableSize - 1);
-  }
-  if (keys[i].load(std::memory_order_relaxed) == kTombstone) --tombstones;
+  while (keys[i] > kTombstone) i = (i + 1) & (kTableSize - 1);
+  if (keys[i] == kTombstone) --tombstones;
   values[i] = v;
-  keys[i].store(p, std::memory_order_release);
-  filter_add(p);
+  keys[i] = p;
   ++live;
   return true;
 }
@@ -152,7 +125,7 @@ memd_sample_event* push_event() {
   return e;
 }
 
-void on_allocated(const heap::Region& r, void* p, size_t requested, uint32_t counted_class,
+void on_allocated(const heap::Region& r, void* p, size_t requested, uint32_t /*counted_class*/,
                   size_t counted_bytes) {
   // The stack first, outside the lock: the walk is the slow part.
   void* frames[MEMD_TELEMETRY_MAX_FRAMES];
@@ -162,7 +135,7 @@ void on_allocated(const heap::Region& r, void* p, size_t requested, uint32_t cou
   Guard g(lock);
   uint64_t id = next_id++;
   auto base = reinterpret_cast<uintptr_t>(r.data);
-  if (!insert(reinterpret_cast<uintptr_t>(p), {id, counted_class, counted_bytes, base})) {
+  if (!insert(reinterpret_cast<uintptr_t>(p), {id, counted_bytes, base})) {
     // Untracked, its free would go unseen: better not reported at all.
     dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -180,23 +153,16 @@ void on_allocated(const heap::Region& r, void* p, size_t requested, uint32_t cou
   for (int i = 0; i < e->frame_count; ++i) e->frames[i] = reinterpret_cast<uintptr_t>(frames[i]);
 }
 
-bool on_freeing(const heap::Region& r, void* p, uint32_t* counted_class, size_t* counted_bytes) {
+void on_freeing(const heap::Region& r, void* p) {
   auto key = reinterpret_cast<uintptr_t>(p);
-  uint64_t gen = generation.load(std::memory_order_acquire);
-  size_t i = find(key);
-  if (i == kTableSize && (gen & 1) == 0 && generation.load(std::memory_order_acquire) == gen) return false;
   Guard g(lock);
-  i = find(key);
-  // Another region's object at the same address cannot be: addresses are
-  // unique in a process while the object lives.
-  if (i == kTableSize) return false;
+  size_t i = find(key);
+  // Not ours (another process's sample of a shared region), or dropped.
+  if (i == kTableSize) return;
   LiveSample v = values[i];
-  keys[i].store(kTombstone, std::memory_order_release);
-  filter_remove(key);
+  keys[i] = kTombstone;
   --live;
   ++tombstones;
-  *counted_class = v.counted_class;
-  *counted_bytes = v.counted_bytes;
   if (memd_sample_event* e = push_event()) {
     e->kind = MEMD_SAMPLE_FREE;
     e->id = v.id;
@@ -207,10 +173,9 @@ bool on_freeing(const heap::Region& r, void* p, uint32_t* counted_class, size_t*
     e->time_ms = now_ms();
     e->frame_count = 0;
   }
-  return true;
 }
 
-const heap::SamplingHooks hooks{on_allocated, on_freeing, live_filter};
+const heap::SamplingHooks hooks{on_allocated, on_freeing};
 
 }  // namespace
 

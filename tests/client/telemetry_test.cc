@@ -230,6 +230,73 @@ TEST_F(TelemetryTest, AFullBufferDropsAndCountsInsteadOfWaiting) {
   EXPECT_TRUE(heap_->check().ok());
 }
 
+TEST_F(TelemetryTest, SamplesTheSamplerCannotKeepAreStillCountedInTheirClass) {
+  // Past kLiveSampleCapacity live samples the sampler keeps no more; the
+  // heap still counts their frees as it counted their allocations.
+  constexpr size_t kObjects = client::telemetry::kLiveSampleCapacity + 300;
+  const uint32_t cls = heap::SizeClasses::class_of(48);
+  heap::CounterSnapshot before = heap_->counters();
+  uint64_t dropped_before = sampler_counts().dropped;
+  enable_sampling(1);
+  std::vector<void*> v;
+  for (size_t i = 0; i < kObjects; ++i) {
+    v.push_back(heap_->alloc(48));
+    if (i % 1000 == 0) drain_all();  // only the table limits
+  }
+  enable_sampling(0);
+  EXPECT_GE(sampler_counts().dropped - dropped_before, 300u);
+  for (void* p : v) heap_->free(p);
+  heap::CounterSnapshot after = heap_->counters();
+  EXPECT_EQ(after.classes[cls].allocs - before.classes[cls].allocs, kObjects);
+  EXPECT_EQ(after.classes[cls].frees - before.classes[cls].frees, kObjects);
+  EXPECT_EQ(after.large.frees - before.large.frees, after.large.allocs - before.large.allocs);
+  EXPECT_EQ(after.large.freed_bytes - before.large.freed_bytes,
+            after.large.alloc_bytes - before.large.alloc_bytes);
+  EXPECT_TRUE(heap_->check().ok()) << heap_->check();
+}
+
+TEST_F(TelemetryTest, BigObjectsResizedInPlaceKeepLiveBytesExact) {
+  for (uint64_t period : {uint64_t{0}, uint64_t{1}}) {  // unsampled, then every one sampled
+    SCOPED_TRACE(period);
+    enable_sampling(period);
+    heap::CounterSnapshot base = heap_->counters();
+    auto live_big = [&] {
+      heap::CounterSnapshot c = heap_->counters();
+      return (c.large.alloc_bytes - base.large.alloc_bytes) - (c.large.freed_bytes - base.large.freed_bytes) +
+             (c.huge.alloc_bytes - base.huge.alloc_bytes) - (c.huge.freed_bytes - base.huge.freed_bytes);
+    };
+    void* large = heap_->alloc(20000);
+    void* huge = heap_->alloc(400000);
+    ASSERT_NE(large, nullptr);
+    ASSERT_NE(huge, nullptr);
+    EXPECT_EQ(live_big(), heap_->size(large) + heap_->size(huge));
+    // Shrinking big objects stays in place; growing may.
+    for (size_t to : {size_t{12000}, size_t{30000}, size_t{9000}}) {
+      void* q = heap_->resize(large, to);
+      ASSERT_NE(q, nullptr);
+      if (to < 20000) {
+        EXPECT_EQ(q, large);
+      }
+      large = q;
+      EXPECT_EQ(live_big(), heap_->size(large) + heap_->size(huge)) << "large resized to " << to;
+    }
+    for (size_t to : {size_t{200000}, size_t{900000}, size_t{100000}}) {
+      void* q = heap_->resize(huge, to);
+      ASSERT_NE(q, nullptr);
+      if (to < 400000) {
+        EXPECT_EQ(q, huge);
+      }
+      huge = q;
+      EXPECT_EQ(live_big(), heap_->size(large) + heap_->size(huge)) << "huge resized to " << to;
+    }
+    heap_->free(large);
+    heap_->free(huge);
+    EXPECT_EQ(live_big(), 0u);
+    enable_sampling(0);
+    drain_all();
+  }
+}
+
 TEST_F(TelemetryTest, SamplingFromManyThreadsKeepsEveryFreeMatched) {
   enable_sampling(64 << 10);
   std::atomic<bool> stop{false};

@@ -8,6 +8,10 @@
 //  - the crash leaked at most the objects in flight (allocated but not yet
 //    published, or unpublished but not yet freed),
 // then lets the next child continue on the recovered region.
+//
+// A second run does the same with allocation sampling on in every child:
+// sampled objects carry a mark in their chunk header (or huge run), which
+// recovery, the check and the next child's frees must all accept.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,6 +24,7 @@
 #include <thread>
 
 #include "client/region.h"
+#include "client/telemetry/sampler.h"
 #include "region_test_util.h"
 
 namespace memd {
@@ -60,7 +65,8 @@ bool intact(const char* p, size_t size, uint32_t seed) {
   return true;
 }
 
-[[noreturn]] void child(const std::string& path, uint32_t seed, int ready_fd) {
+[[noreturn]] void child(const std::string& path, uint32_t seed, int ready_fd, uint64_t sample_bytes) {
+  if (sample_bytes != 0) client::telemetry::enable_sampling(sample_bytes);
   auto r = Region::open(path, Discipline::kFile);
   if (!r.ok()) {
     fprintf(stderr, "child: %s\n", std::string(r.status().message()).c_str());
@@ -93,7 +99,9 @@ bool intact(const char* p, size_t size, uint32_t seed) {
   }
 }
 
-TEST(CrashRecoveryTest, KillNineAtRandomInstants) {
+// `sample_bytes`: the children's sampling period, 0 for none. *most_sampled
+// gets the most sampled objects seen live after a crash.
+void kill_at_random_instants(uint64_t sample_bytes, size_t* most_sampled) {
   TempDir dir;
   std::string path = dir.file("crash.region");
   {
@@ -105,12 +113,13 @@ TEST(CrashRecoveryTest, KillNineAtRandomInstants) {
   }
   std::mt19937 rng(2026);
   uint64_t leaked_before = 0;
+  *most_sampled = 0;
   int kills = std::getenv("MEMD_CRASH_ROUNDS") ? std::atoi(std::getenv("MEMD_CRASH_ROUNDS")) : 40;
   for (int round = 0; round < kills; ++round) {
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
     pid_t pid = fork();
-    if (pid == 0) child(path, static_cast<uint32_t>(rng()), fds[1]);
+    if (pid == 0) child(path, static_cast<uint32_t>(rng()), fds[1], sample_bytes);
     close(fds[1]);
     char c;
     ASSERT_EQ(read(fds[0], &c, 1), 1) << "child did not start";
@@ -147,8 +156,23 @@ TEST(CrashRecoveryTest, KillNineAtRandomInstants) {
     // Blocks of the dead process were adopted or freed, not stranded: the
     // region does not grow round after round (the live set is about 20 MiB).
     EXPECT_LT(region.stat().pages_committed, size_t{96} << 20 >> 12) << "round " << round;
+    *most_sampled = std::max(*most_sampled, region.stat().sampled_objects);
     j->steps.store(0);
   }
+}
+
+TEST(CrashRecoveryTest, KillNineAtRandomInstants) {
+  size_t sampled = 0;
+  kill_at_random_instants(0, &sampled);
+  EXPECT_EQ(sampled, 0u);
+}
+
+TEST(CrashRecoveryTest, KillNineAtRandomInstantsWhileSampling) {
+  // One sample per 8 KiB allocated: most large and huge objects and one
+  // small object in about 30 are samples.
+  size_t sampled = 0;
+  kill_at_random_instants(8192, &sampled);
+  EXPECT_GT(sampled, 0u) << "no sampled object was ever live at a crash";
 }
 
 }  // namespace
