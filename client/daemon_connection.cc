@@ -78,14 +78,35 @@ absl::StatusOr<std::shared_ptr<DaemonConnection>> DaemonConnection::connect(cons
 }
 
 DaemonConnection::~DaemonConnection() {
+  // The counts since the last report would end with the session.
+  bool reported = flush_telemetry(kLastReportWait);
   {
     std::lock_guard<std::mutex> g(mu_);
     closing_ = true;
-    if (stream_ctx_) stream_ctx_->TryCancel();
   }
   changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
   if (telemetry_thread_.joinable()) telemetry_thread_.join();
+  if (reported) {
+    // End the session by closing our side, so that the daemon reads the last
+    // report before it sees the end (a cancel may overtake it). Bounded: the
+    // cancel below ends it anyway.
+    {
+      std::lock_guard<std::mutex> w(write_mu_);  // the stream stays while held
+      bool up;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        up = connected_;
+      }
+      if (up) stream_->WritesDone();
+    }
+    std::unique_lock<std::mutex> g(mu_);
+    changed_.wait_for(g, kLastReportWait, [&] { return !connected_; });
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stream_ctx_) stream_ctx_->TryCancel();
+  }
+  if (thread_.joinable()) thread_.join();
 }
 
 absl::Status DaemonConnection::open_session() {
@@ -166,6 +187,7 @@ void DaemonConnection::run() {
         std::lock_guard<std::mutex> g(mu_);
         connected_ = false;
       }
+      changed_.notify_all();
       (void)stream->Finish();
     }
     {

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -37,6 +39,7 @@ struct RegionLink {
   // thread heaps' counters.
   uintptr_t base = 0;
   std::function<void(heap::CounterSnapshot*)> counters;
+  uint64_t instance = 0;  // unique in the process: counters restart with each opening
 };
 
 // Telemetry kept by another copy of the heap code in this process (the
@@ -71,6 +74,14 @@ class DaemonConnection {
   void set_drain(RegionLink* link, std::function<void()> drain);
   void set_telemetry(RegionLink* link, uintptr_t base, std::function<void(heap::CounterSnapshot*)> counters);
   void set_external_telemetry(ExternalTelemetry external);
+  // Has a report sent now (by the telemetry thread) and waits for it, up to
+  // `limit`: for a region about to close, or a process about to exit, whose
+  // counts since the last report would otherwise be lost. True if it was
+  // written to the session stream in time. At once false without
+  // telemetry, and in a forked child (the thread is the parent's).
+  bool flush_telemetry(std::chrono::milliseconds limit);
+  // How long a region's close or the connection's end waits for its last report.
+  static constexpr std::chrono::milliseconds kLastReportWait{500};
 
   void set_deadline(grpc::ClientContext* ctx) const;
   std::atomic<uint64_t> lease_calls{0};
@@ -86,7 +97,8 @@ class DaemonConnection {
   void run();  // reads commands; reconnects when the stream breaks
   void report_loop();  // sends telemetry every interval
   // Builds and writes one report; drops it (counted) without a session.
-  void send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch);
+  // True if it was written.
+  bool send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch);
 
   ClientOptions options_;
   std::mutex mu_;
@@ -101,6 +113,10 @@ class DaemonConnection {
   uint64_t epoch_ = 0;
   bool connected_ = false;
   bool closing_ = false;
+  pid_t pid_ = getpid();  // the process whose threads these are
+  // Flushes asked for and done (report_loop); the outcome of the last one.
+  uint64_t flush_asked_ = 0, flush_done_ = 0;
+  bool flush_written_ = false;
   std::set<RegionLink*> links_;
   std::mutex links_mu_;  // held while a drain runs: a link is not removed under it
   std::thread thread_;

@@ -25,9 +25,11 @@ void apply_telemetry_environment(TelemetryOptions* t) {
 
 void DaemonConnection::set_telemetry(RegionLink* link, uintptr_t base,
                                      std::function<void(heap::CounterSnapshot*)> counters) {
+  static std::atomic<uint64_t> next_instance{1};
   std::lock_guard<std::mutex> g(links_mu_);
   link->base = base;
   link->counters = std::move(counters);
+  link->instance = next_instance.fetch_add(1, std::memory_order_relaxed);
 }
 
 void DaemonConnection::set_external_telemetry(ExternalTelemetry external) {
@@ -38,19 +40,46 @@ void DaemonConnection::set_external_telemetry(ExternalTelemetry external) {
 void DaemonConnection::report_loop() {
   telemetry::ReportBuilder builder;
   uint64_t report_epoch = 0;
-  // Floor the interval: reports are bounded in rate whatever the setting.
+  // Floor the interval: reports are bounded in rate whatever the setting
+  // (flushes come only from closes and the process's exit).
   auto interval = std::max(options_.telemetry.interval, std::chrono::milliseconds(50));
   for (;;) {
+    uint64_t asked;
     {
       std::unique_lock<std::mutex> g(mu_);
-      if (changed_.wait_for(g, interval, [&] { return closing_; })) return;
+      changed_.wait_for(g, interval, [&] { return closing_ || flush_asked_ != flush_done_; });
+      if (closing_) return;
+      asked = flush_asked_;
     }
-    RpcGuard guard;
-    send_report(&builder, &report_epoch);
+    bool written;
+    {
+      RpcGuard guard;
+      written = send_report(&builder, &report_epoch);
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      flush_done_ = asked;
+      flush_written_ = written;
+    }
+    changed_.notify_all();
   }
 }
 
-void DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch) {
+bool DaemonConnection::flush_telemetry(std::chrono::milliseconds limit) {
+  if (!telemetry_thread_.joinable() || getpid() != pid_ || std::this_thread::get_id() == telemetry_thread_.get_id()) {
+    return false;
+  }
+  std::unique_lock<std::mutex> g(mu_);
+  if (closing_) return false;
+  uint64_t ticket = ++flush_asked_;
+  changed_.notify_all();
+  // A report under way when asked may miss counts made before: wait for one
+  // that started after.
+  if (!changed_.wait_for(g, limit, [&] { return flush_done_ >= ticket || closing_; })) return false;
+  return flush_done_ >= ticket && flush_written_;
+}
+
+bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch) {
   std::vector<telemetry::HeapView> heaps;
   std::vector<memd_sample_event> events;
   telemetry::ClientTotals totals;
@@ -64,6 +93,7 @@ void DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
       telemetry::HeapView& h = heaps.emplace_back();
       h.region = l->name;
       h.base = l->base;
+      h.instance = l->instance;
       l->counters(&h.counters);
     }
     if (external_.counters) {
@@ -98,7 +128,7 @@ void DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
   if (stream == nullptr) {
     reports_dropped.fetch_add(1, std::memory_order_relaxed);
     lost_events_ += events.size();
-    return;
+    return false;
   }
   if (epoch != *report_epoch) {
     builder->new_session();
@@ -114,10 +144,11 @@ void DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
   *req.mutable_telemetry() = builder->build(heaps, events, totals);
   if (stream->Write(req)) {
     reports_sent.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    reports_dropped.fetch_add(1, std::memory_order_relaxed);
-    lost_events_ += events.size();
+    return true;
   }
+  reports_dropped.fetch_add(1, std::memory_order_relaxed);
+  lost_events_ += events.size();
+  return false;
 }
 
 }  // namespace memd::client

@@ -26,6 +26,8 @@ GrpcLeaseChannel::GrpcLeaseChannel(std::shared_ptr<DaemonConnection> connection,
 }
 
 GrpcLeaseChannel::~GrpcLeaseChannel() {
+  // The region's counts since the last report go out while it is still linked.
+  connection_->flush_telemetry(DaemonConnection::kLastReportWait);
   connection_->remove(&link_);
   (void)invoke([&](grpc::ClientContext& ctx, const DaemonConnection::Current& cur, uint32_t handle) {
     v1::CloseRegionRequest req;

@@ -62,9 +62,13 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   ClientIdentity who{(*s)->id, peer->pid, peer->uid, (*s)->program};
   while (stream->Read(&request)) {
     if (!request.has_telemetry() || state_->telemetry == nullptr) continue;
-    std::set<std::string> attached;
-    for (const auto& [handle, a] : state_->sessions->attachments(**s)) attached.insert(a.region->record.name);
-    state_->telemetry->report(who, attached, request.telemetry());
+    // Regions the session has had open and that still exist: a region's
+    // last report may come after its Close (another call, on another thread).
+    std::set<std::string> reportable;
+    for (const std::string& name : state_->sessions->ever_attached(**s)) {
+      if (state_->regions->find(name) != nullptr) reportable.insert(name);
+    }
+    state_->telemetry->report(who, reportable, request.telemetry());
   }
   state_->sessions->end((*s)->id);
   if (state_->telemetry != nullptr) state_->telemetry->end_session((*s)->id);

@@ -128,6 +128,7 @@ absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_pt
   }
   std::lock_guard<std::mutex> g(mu_);
   s.attached[region->handle] = a;
+  s.ever_attached.insert(region->record.name);
   region->attached.fetch_add(1);
   return a;
 }
@@ -144,6 +145,11 @@ absl::StatusOr<Attachment> SessionTable::attachment(const Session& s, uint32_t h
 std::vector<std::pair<uint32_t, Attachment>> SessionTable::attachments(const Session& s) const {
   std::lock_guard<std::mutex> g(mu_);
   return {s.attached.begin(), s.attached.end()};
+}
+
+std::set<std::string> SessionTable::ever_attached(const Session& s) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return s.ever_attached;
 }
 
 absl::Status SessionTable::detach(Session& s, uint32_t handle) {

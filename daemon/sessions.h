@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,10 @@ struct Session {
   uint64_t connected_ms = 0;
   std::atomic<uint64_t> rpcs{0};
   std::map<uint32_t, Attachment> attached;  // by region handle (guarded by the table)
+  // Every region the session has had open (guarded by the table). Its
+  // telemetry may name them: the last report of a region it closes can
+  // arrive after the Close call.
+  std::set<std::string> ever_attached;
   std::function<void(const v1::Command&)> send;  // pushes a command down the stream
 };
 
@@ -66,6 +71,7 @@ class SessionTable {
   absl::Status detach(Session& s, uint32_t handle);
   // A snapshot of what the session has open.
   std::vector<std::pair<uint32_t, Attachment>> attachments(const Session& s) const;
+  std::set<std::string> ever_attached(const Session& s) const;
   // The session's stream ended.
   void end(uint64_t id);
 

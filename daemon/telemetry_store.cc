@@ -40,22 +40,25 @@ std::string size_class_label(uint32_t size_class) {
   return std::to_string(size_class);
 }
 
-void TelemetryStore::report(const ClientIdentity& who, const std::set<std::string>& attached,
+void TelemetryStore::report(const ClientIdentity& who, const std::set<std::string>& reportable,
                             const v1::TelemetryReport& r) {
-  auto known = [&](const std::string& region) { return region.empty() || attached.count(region) > 0; };
+  auto known = [&](const std::string& region) { return region.empty() || reportable.count(region) > 0; };
   std::lock_guard<std::mutex> g(mu_);
   SessionData& s = sessions_[who.session];
   s.view.who = who;
   ++s.view.reports;
   ++reports_;
   // Counters: the latest cumulative values per heap; a heap the client no
-  // longer reports (a closed region) is retired.
+  // longer reports (a closed region), or reports for a new opening (whose
+  // counts start again from zero), is retired.
   std::map<std::string, std::map<uint32_t, ClassTotals>> latest;
+  std::map<std::string, uint64_t> instances;
   for (const v1::HeapCounters& h : r.heaps()) {
     if (!known(h.region())) {
       ++rejected_;
       continue;
     }
+    instances[heap_label(h.region())] = h.instance();
     auto& classes = latest[heap_label(h.region())];
     for (const v1::ClassCounters& c : h.classes()) {
       if (!valid_size_class(c.size_class())) {
@@ -70,9 +73,10 @@ void TelemetryStore::report(const ClientIdentity& who, const std::set<std::strin
     }
   }
   for (auto& [region, classes] : s.latest) {
-    if (!latest.count(region)) retire(s, region);
+    if (!latest.count(region) || instances[region] != s.instances[region]) retire(s, region);
   }
   s.latest = std::move(latest);
+  s.instances = std::move(instances);
   s.view.by_region.clear();
   for (const auto& [region, classes] : s.latest) {
     ClassTotals& sum = s.view.by_region[region];

@@ -74,10 +74,11 @@ class TelemetryStore {
   static constexpr size_t kMaxSymbolBytes = 512;
   static constexpr size_t kMaxSymbolsPerSession = 65536;
 
-  // A client's report. Only heaps of `attached` regions (and the process
-  // heap) count, and only real size classes: a client cannot make up label
-  // values. What is left out is counted (rejected_total).
-  void report(const ClientIdentity& who, const std::set<std::string>& attached, const v1::TelemetryReport& r);
+  // A client's report. Only heaps of `reportable` regions (those the
+  // session has had open; and the process heap) count, and only real size
+  // classes: a client cannot make up label values. What is left out is
+  // counted (rejected_total).
+  void report(const ClientIdentity& who, const std::set<std::string>& reportable, const v1::TelemetryReport& r);
   void end_session(uint64_t session);
   // A region was removed: everything about it goes.
   void forget_region(const std::string& region);
@@ -113,6 +114,7 @@ class TelemetryStore {
   struct SessionData {
     ClientTelemetry view;
     std::map<std::string, std::map<uint32_t, ClassTotals>> latest;  // region -> class -> totals
+    std::map<std::string, uint64_t> instances;  // region -> the opening `latest` counts
     std::unordered_map<uint64_t, std::string> symbols;
     std::deque<std::shared_ptr<StoredSample>> samples;
     // Live samples by (region, address), to match their frees.

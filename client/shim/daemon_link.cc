@@ -32,7 +32,12 @@ int link_contains(const void* p) { return region->contains(p) ? 1 : 0; }
 void link_trim() { region->compact(); }
 int link_fork_child() { return region->impl()->source->remap_private_in_child() ? 0 : -1; }
 
+// At exit: the counts since the last report go out before the process does
+// (a program that runs for less than a report interval shows up at all).
+void report_at_exit() { client->connection()->flush_telemetry(memd::client::DaemonConnection::kLastReportWait); }
+
 void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
+  std::atexit(report_at_exit);
   if (t == nullptr) return;
   memd::client::ExternalTelemetry e;
   e.counters = [t](memd::heap::CounterSnapshot* out) { t->process_heap_counters(out); };

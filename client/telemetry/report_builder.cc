@@ -73,6 +73,7 @@ v1::TelemetryReport ReportBuilder::build(const std::vector<HeapView>& heaps,
   for (const HeapView& h : heaps) {
     v1::HeapCounters* hc = r.add_heaps();
     hc->set_region(h.region);
+    hc->set_instance(h.instance);
     for (uint32_t cls = 0; cls < heap::kMaxSegregatedClasses; ++cls) {
       const auto& c = h.counters.classes[cls];
       if (c.allocs == 0 && c.frees == 0) continue;

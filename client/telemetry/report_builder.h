@@ -20,6 +20,7 @@ namespace memd::client::telemetry {
 struct HeapView {
   std::string region;        // empty: the process heap
   uintptr_t base = 0;        // start of its data: events are matched by it
+  uint64_t instance = 0;     // RegionLink::instance
   heap::CounterSnapshot counters;
 };
 

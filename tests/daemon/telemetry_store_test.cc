@@ -60,6 +60,23 @@ TEST(TelemetryStore, RegionTotalsNeverGoDownWhenClientsLeaveOrCloseRegions) {
   EXPECT_EQ(store.clients()[0].who.pid, 100);
 }
 
+TEST(TelemetryStore, ARegionOpenedAgainCountsOnFromItsTotals) {
+  TelemetryStore store;
+  v1::TelemetryReport first = counters("jobs", 16, 100, 40);
+  first.mutable_heaps(0)->set_instance(1);
+  store.report({1, 100, 0, "a"}, kAttached, first);
+  // Closed and opened again before the next report: the client's counts
+  // start from zero under a new instance; the first opening's stay.
+  v1::TelemetryReport second = counters("jobs", 16, 7, 2);
+  second.mutable_heaps(0)->set_instance(2);
+  store.report({1, 100, 0, "a"}, kAttached, second);
+  auto totals = store.class_totals();
+  EXPECT_EQ((totals[{"jobs", "16"}].allocations), 107u);
+  EXPECT_EQ((totals[{"jobs", "16"}].frees), 42u);
+  store.end_session(1);
+  EXPECT_EQ((store.class_totals()[{"jobs", "16"}].allocations), 107u);
+}
+
 TEST(TelemetryStore, ProcessSamplesDieWithTheProcessRegionSamplesStay) {
   TelemetryStore store;
   v1::TelemetryReport r;

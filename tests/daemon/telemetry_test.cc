@@ -140,6 +140,44 @@ TEST_F(TelemetryTest, ClientsShowUpInMetricsAndTotalsOutliveThem) {
   EXPECT_LT(value_of(text, "memd_client_allocations_total", {client}), 0);  // its series are gone
 }
 
+// With reports every ten minutes, a client's counts reach the daemon only
+// through the last report of a region it closes, or of its session when it
+// ends: a short-lived program is counted all the same.
+TEST_F(TelemetryTest, TheLastCountsOfAClientAreReportedWhenItClosesAndExits) {
+  setenv("MEMD_TELEMETRY_INTERVAL_MS", "600000", 1);
+  // A memd::Client: fills 3,000 objects of 16 bytes, closes the region, exits.
+  ASSERT_EQ(run_client(d_, {}, {"last", "fill", "1", "3000", "16"}), 0) << d_.log();
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_size_class_allocations_total", {"region=\"last\"", "size_class=\"16\""}) >= 3000;
+  })) << text;
+  // The same region opened and closed again: its counts start from zero in
+  // the client, and add to the region's totals.
+  ASSERT_EQ(run_client(d_, {}, {"last", "fill", "2", "1000", "16"}), 0) << d_.log();
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_size_class_allocations_total", {"region=\"last\"", "size_class=\"16\""}) >= 4000;
+  })) << text;
+  EXPECT_EQ(value_of(text, "memd_telemetry_rejected_total"), 0) << text;
+
+  // An unmodified program under the shim, reporting its process heap.
+  text = scrape(address_);
+  double before = value_of(text, "memd_size_class_allocations_total", {"region=\"(process)\""});
+  setenv("LD_PRELOAD", SHIM_LIBRARY, 1);
+  setenv("MEMD_TELEMETRY", "1", 1);
+  setenv("MEMD_SOCKET", d_.socket().c_str(), 1);
+  pid_t ls = spawn_process({"/bin/ls", "-lR", "/usr/include/linux"}, d_.dir() + "/ls.log");
+  unsetenv("LD_PRELOAD");
+  unsetenv("MEMD_TELEMETRY");
+  unsetenv("MEMD_SOCKET");
+  ASSERT_EQ(wait_exit(ls), 0) << read_file(d_.dir() + "/ls.log");
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_size_class_allocations_total", {"region=\"(process)\""}) > std::max(before, 0.0);
+  })) << text << read_file(d_.dir() + "/ls.log");
+}
+
 TEST_F(TelemetryTest, MetricsPassPromtool) {
   pid_t c = start_client(d_, {}, {"lint", "churn", "2", "60"});
   std::string text;
