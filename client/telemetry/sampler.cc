@@ -201,7 +201,7 @@ size_t drain_sample_events(memd_sample_event* out, size_t max) {
 
 SamplerCounts sampler_counts() {
   Guard g(lock);
-  return {taken.load(std::memory_order_relaxed), dropped.load(std::memory_order_relaxed), live};
+  return {taken.load(std::memory_order_relaxed), dropped.load(std::memory_order_relaxed), live, ring_count};
 }
 
 }  // namespace memd::client::telemetry

@@ -178,6 +178,21 @@ TEST_F(TelemetryTest, TheLastCountsOfAClientAreReportedWhenItClosesAndExits) {
   })) << text << read_file(d_.dir() + "/ls.log");
 }
 
+// Every allocation sampled: 6,000 samples in about 1.2 s are 12,000 events,
+// three times what a sample buffer holds, with reports due every ten
+// minutes. A buffer half full is reported at once, so none is dropped.
+TEST_F(TelemetryTest, AHighSamplingRateIsReportedAsItComesInsteadOfDropped) {
+  setenv("MEMD_TELEMETRY_INTERVAL_MS", "600000", 1);
+  setenv("MEMD_SAMPLE_BYTES", "1", 1);
+  ASSERT_EQ(run_client(d_, {}, {"burst", "sample-burst", "6000", "100", "20"}), 0) << d_.log();
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_telemetry_samples_total") >= 6000;
+  })) << "samples received: " << value_of(text, "memd_telemetry_samples_total");
+  EXPECT_EQ(value_of(text, "memd_telemetry_samples_total"), 6000);
+}
+
 TEST_F(TelemetryTest, MetricsPassPromtool) {
   pid_t c = start_client(d_, {}, {"lint", "churn", "2", "60"});
   std::string text;
