@@ -48,7 +48,7 @@ struct ExternalTelemetry {
   uintptr_t base = 0;  // the process heap's data
   std::function<void(heap::CounterSnapshot*)> counters;
   std::function<size_t(memd_sample_event*, size_t)> drain;
-  std::function<void(uint64_t* taken, uint64_t* dropped, uint64_t* waiting)> sampler_counts;
+  std::function<void(uint64_t* taken, uint64_t* dropped)> sampler_counts;
 };
 
 class DaemonConnection {
@@ -95,9 +95,7 @@ class DaemonConnection {
   // Opens a session on a fresh channel; resumes the links' leases.
   absl::Status open_session();
   void run();  // reads commands; reconnects when the stream breaks
-  void report_loop();  // sends telemetry every interval, and on demand
-  // Sample events waiting in this process's sample buffers.
-  uint64_t sample_events_waiting();
+  void report_loop();  // sends telemetry every interval
   // Builds and writes one report; drops it (counted) without a session.
   // True if it was written.
   bool send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch);

@@ -37,44 +37,20 @@ void DaemonConnection::set_external_telemetry(ExternalTelemetry external) {
   external_ = std::move(external);
 }
 
-uint64_t DaemonConnection::sample_events_waiting() {
-  uint64_t waiting = telemetry::sampler_counts().waiting;
-  std::lock_guard<std::mutex> g(links_mu_);
-  if (external_.sampler_counts) {
-    uint64_t taken = 0, dropped = 0, external_waiting = 0;
-    external_.sampler_counts(&taken, &dropped, &external_waiting);
-    waiting += external_waiting;
-  }
-  return waiting;
-}
-
 void DaemonConnection::report_loop() {
   telemetry::ReportBuilder builder;
   uint64_t report_epoch = 0;
-  // Reports are bounded in rate whatever the setting: one per interval (at
-  // least kReportPoll), one more per poll while a sample buffer is half
-  // full (so that a high sampling rate does not drop what one report per
-  // interval would), and flushes (closes and the process's exit).
-  constexpr auto kReportPoll = std::chrono::milliseconds(50);
-  auto interval = std::max(options_.telemetry.interval, std::chrono::milliseconds(kReportPoll));
-  auto due = std::chrono::steady_clock::now() + interval;
+  // Floor the interval: reports are bounded in rate whatever the setting
+  // (flushes come only from closes and the process's exit).
+  auto interval = std::max(options_.telemetry.interval, std::chrono::milliseconds(50));
   for (;;) {
     uint64_t asked;
-    bool flush;
     {
       std::unique_lock<std::mutex> g(mu_);
-      auto wait = std::min<std::chrono::steady_clock::duration>(
-          kReportPoll, std::max<std::chrono::steady_clock::duration>(due - std::chrono::steady_clock::now(), {}));
-      changed_.wait_for(g, wait, [&] { return closing_ || flush_asked_ != flush_done_; });
+      changed_.wait_for(g, interval, [&] { return closing_ || flush_asked_ != flush_done_; });
       if (closing_) return;
       asked = flush_asked_;
-      flush = flush_asked_ != flush_done_;
     }
-    if (!flush && std::chrono::steady_clock::now() < due &&
-        sample_events_waiting() < telemetry::kSampleBufferEvents / 2) {
-      continue;
-    }
-    due = std::chrono::steady_clock::now() + interval;
     bool written;
     {
       RpcGuard guard;
@@ -131,8 +107,8 @@ bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
       events.resize(have + external_.drain(events.data() + have, telemetry::kSampleBufferEvents));
     }
     if (external_.sampler_counts) {
-      uint64_t taken = 0, dropped = 0, waiting = 0;
-      external_.sampler_counts(&taken, &dropped, &waiting);
+      uint64_t taken = 0, dropped = 0;
+      external_.sampler_counts(&taken, &dropped);
       totals.samples_taken += taken;
       totals.samples_dropped += dropped;
     }

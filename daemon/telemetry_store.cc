@@ -103,10 +103,23 @@ void TelemetryStore::report(const ClientIdentity& who, const std::set<std::strin
     add_sample(s, in, r.sample_period_bytes());
   }
   for (const v1::SampledFree& f : r.frees()) {
-    auto it = s.live.find({heap_label(f.region()), f.address()});
-    if (it == s.live.end()) continue;
-    it->second->live = false;
-    s.live.erase(it);
+    std::pair<std::string, uint64_t> key{heap_label(f.region()), f.address()};
+    if (auto it = s.live.find(key); it != s.live.end()) {
+      it->second->live = false;
+      s.live.erase(it);
+      continue;
+    }
+    // An object of a shared region another process sampled: the free of a
+    // marked chunk is reported by whichever process frees it. Only in a
+    // region this session has had open.
+    if (f.region().empty() || !known(f.region())) continue;
+    for (auto& [id, other] : sessions_) {
+      if (auto it = other.live.find(key); it != other.live.end()) {
+        it->second->live = false;
+        other.live.erase(it);
+        break;
+      }
+    }
   }
 }
 

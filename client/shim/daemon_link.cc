@@ -42,9 +42,7 @@ void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
   memd::client::ExternalTelemetry e;
   e.counters = [t](memd::heap::CounterSnapshot* out) { t->process_heap_counters(out); };
   e.drain = [t](memd_sample_event* out, size_t max) { return t->drain(out, max); };
-  e.sampler_counts = [t](uint64_t* taken, uint64_t* dropped, uint64_t* waiting) {
-    t->sampler_counts(taken, dropped, waiting);
-  };
+  e.sampler_counts = [t](uint64_t* taken, uint64_t* dropped) { t->sampler_counts(taken, dropped); };
   c->connection()->set_external_telemetry(std::move(e));
 }
 

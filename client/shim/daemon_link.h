@@ -32,7 +32,7 @@ struct memd_shim_telemetry {
   size_t (*drain)(struct memd_sample_event* out, size_t max);
   /* Adds the process heap's counters to a memd::heap::CounterSnapshot. */
   void (*process_heap_counters)(void* snapshot);
-  void (*sampler_counts)(uint64_t* taken, uint64_t* dropped, uint64_t* waiting);
+  void (*sampler_counts)(uint64_t* taken, uint64_t* dropped);
 };
 
 /* The link's side: the region heap. free returns 0 if p was not the

@@ -67,11 +67,10 @@ void process_heap_counters(void* snapshot) {
     a->arena->sum_counters(static_cast<heap::CounterSnapshot*>(snapshot));
   }
 }
-void sampler_counts(uint64_t* taken, uint64_t* dropped, uint64_t* waiting) {
+void sampler_counts(uint64_t* taken, uint64_t* dropped) {
   telemetry::SamplerCounts c = telemetry::sampler_counts();
   *taken = c.taken;
   *dropped = c.dropped;
-  *waiting = c.waiting;
 }
 const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sampler_counts};
 

@@ -157,12 +157,16 @@ void on_freeing(const heap::Region& r, void* p) {
   auto key = reinterpret_cast<uintptr_t>(p);
   Guard g(lock);
   size_t i = find(key);
-  // Not ours (another process's sample of a shared region), or dropped.
-  if (i == kTableSize) return;
-  LiveSample v = values[i];
-  keys[i] = kTombstone;
-  --live;
-  ++tombstones;
+  // Not in the table: another process's sample of a shared region (or one
+  // this process could not keep). Its free is reported all the same, for
+  // the daemon to match with whoever sampled it (id 0: not ours).
+  LiveSample v{};
+  if (i != kTableSize) {
+    v = values[i];
+    keys[i] = kTombstone;
+    --live;
+    ++tombstones;
+  }
   if (memd_sample_event* e = push_event()) {
     e->kind = MEMD_SAMPLE_FREE;
     e->id = v.id;
@@ -201,7 +205,7 @@ size_t drain_sample_events(memd_sample_event* out, size_t max) {
 
 SamplerCounts sampler_counts() {
   Guard g(lock);
-  return {taken.load(std::memory_order_relaxed), dropped.load(std::memory_order_relaxed), live, ring_count};
+  return {taken.load(std::memory_order_relaxed), dropped.load(std::memory_order_relaxed), live};
 }
 
 }  // namespace memd::client::telemetry

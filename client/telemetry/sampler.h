@@ -26,7 +26,6 @@ struct SamplerCounts {
   uint64_t taken = 0;    // allocations sampled
   uint64_t dropped = 0;  // events lost to a full buffer or table
   uint64_t live = 0;     // samples not freed yet
-  uint64_t waiting = 0;  // events in the buffer, not drained yet
 };
 SamplerCounts sampler_counts();
 

@@ -103,6 +103,22 @@ TEST(TelemetryStore, ProcessSamplesDieWithTheProcessRegionSamplesStay) {
   EXPECT_TRUE(store.profile_input("jobs", 0, nullptr).samples.empty());
 }
 
+TEST(TelemetryStore, AFreeByAnotherProcessOfTheRegionEndsItsSample) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_sample(&r, "jobs", 4096, 100, {});
+  store.report({1, 100, 0, "a"}, kAttached, r);
+  v1::TelemetryReport f;
+  v1::SampledFree* fr = f.add_frees();
+  fr->set_region("jobs");
+  fr->set_address(4096);
+  // A session that never had the region open cannot end its samples.
+  store.report({2, 200, 0, "b"}, {}, f);
+  EXPECT_TRUE(store.profile_input("jobs", 100, nullptr).samples.at(0).live);
+  store.report({3, 300, 0, "c"}, kAttached, f);
+  EXPECT_FALSE(store.profile_input("jobs", 100, nullptr).samples.at(0).live);
+}
+
 TEST(TelemetryStore, AFreeReportMatchesItsSample) {
   TelemetryStore store;
   v1::TelemetryReport r;

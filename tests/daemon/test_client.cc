@@ -19,7 +19,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "client/daemon_client.h"
@@ -90,22 +89,6 @@ int main(int argc, char** argv) {
     args.push_back(nullptr);
     execv("/proc/self/exe", args.data());
     return 3;
-  }
-
-  if (job == "sample-burst") {
-    // Allocates and frees `count` objects of 64 bytes, `batch` at a time
-    // with a pause of `pause_ms` after each batch (with MEMD_SAMPLE_BYTES=1
-    // every one is a sample: two events, its allocation and its free).
-    if (nums.size() != 3) return 2;
-    for (uint64_t done = 0; done < nums[0];) {
-      for (uint64_t i = 0; i < nums[1] && done < nums[0]; ++i, ++done) {
-        void* p = r.alloc(64);
-        if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc failed"), "sample-burst");
-        r.free(p);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(nums[2]));
-    }
-    return 0;
   }
 
   if (job == "churn") {
