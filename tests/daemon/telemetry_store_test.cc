@@ -33,6 +33,14 @@ void add_sample(v1::TelemetryReport* r, const std::string& region, uint64_t addr
   for (uint64_t pc : stack) s->add_stack(pc);
 }
 
+v1::TelemetryReport sampled_free(const std::string& region, uint64_t address) {
+  v1::TelemetryReport r;
+  v1::SampledFree* f = r.add_frees();
+  f->set_region(region);
+  f->set_address(address);
+  return r;
+}
+
 void add_symbol(v1::TelemetryReport* r, uint64_t pc, const std::string& name) {
   v1::Symbol* s = r->add_symbols();
   s->set_address(pc);
@@ -108,10 +116,7 @@ TEST(TelemetryStore, AFreeByAnotherProcessOfTheRegionEndsItsSample) {
   v1::TelemetryReport r;
   add_sample(&r, "jobs", 4096, 100, {});
   store.report({1, 100, 0, "a"}, kAttached, r);
-  v1::TelemetryReport f;
-  v1::SampledFree* fr = f.add_frees();
-  fr->set_region("jobs");
-  fr->set_address(4096);
+  v1::TelemetryReport f = sampled_free("jobs", 4096);
   // A session that never had the region open cannot end its samples.
   store.report({2, 200, 0, "b"}, {}, f);
   EXPECT_TRUE(store.profile_input("jobs", 100, nullptr).samples.at(0).live);
@@ -125,11 +130,7 @@ TEST(TelemetryStore, AFreeReportMatchesItsSample) {
   add_sample(&r, "jobs", 4096, 100, {});
   add_sample(&r, "jobs", 8192, 100, {});
   store.report({1, 100, 0, "a"}, kAttached, r);
-  v1::TelemetryReport f;
-  v1::SampledFree* fr = f.add_frees();
-  fr->set_region("jobs");
-  fr->set_address(4096);
-  store.report({1, 100, 0, "a"}, kAttached, f);
+  store.report({1, 100, 0, "a"}, kAttached, sampled_free("jobs", 4096));
   ProfileInput in = store.profile_input("jobs", 100, nullptr);
   ASSERT_EQ(in.samples.size(), 2u);
   EXPECT_NE(in.samples[0].live, in.samples[1].live);
