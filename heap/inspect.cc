@@ -99,7 +99,7 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
     bool is_free = state == kChunkFree;
     bool live = state == kChunkBusy ||
                 (chunk_state_is_sampled(state) &&
-                 ((state & 0xffffu) == kSampledAsLarge || (state & 0xffffu) < kMaxSegregatedClasses));
+                 (sampled_counted_as(state) == kSampledAsLarge || sampled_counted_as(state) < kMaxSegregatedClasses));
     if (!is_free && !live && state != kChunkRemote && state != kChunkQuick) {
       *why = "large chunk state overwritten";
       return false;

@@ -46,6 +46,8 @@ inline bool chunk_state_is_free(uint32_t state) {
   return state == kChunkFree || state == kChunkRemote || state == kChunkQuick;
 }
 inline bool chunk_state_is_sampled(uint32_t state) { return (state & 0xffff0000u) == kChunkSampled; }
+// How a sampled chunk's allocation was counted: a size class or kSampledAsLarge.
+inline uint32_t sampled_counted_as(uint32_t state) { return state & 0xffffu; }
 // Live: handed out and not freed (sampled or not).
 inline bool chunk_state_is_live(uint32_t state) { return state == kChunkBusy || chunk_state_is_sampled(state); }
 

@@ -376,7 +376,7 @@ FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
     if (ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, p)) {
       uint32_t state = LargeHeap::unmark_sampled(c);
       sampled = state != 0;
-      uint32_t cls = state & 0xffffu;
+      uint32_t cls = sampled_counted_as(state);
       if (sampled && cls != kSampledAsLarge && cls >= classes_->first_class() && cls <= classes_->last_class()) {
         counted_class = cls;
       }
@@ -548,7 +548,7 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
       }
       // A sample counted as a size class stays counted as one object of it.
       uint32_t state = __atomic_load_n(&(static_cast<ChunkHeader*>(p) - 1)->state, __ATOMIC_ACQUIRE);
-      if (!chunk_state_is_sampled(state) || (state & 0xffffu) == kSampledAsLarge) {
+      if (!chunk_state_is_sampled(state) || sampled_counted_as(state) == kSampledAsLarge) {
         count_resized(counters_->large, have, LargeHeap::usable_size(p));
       }
       return true;
