@@ -97,9 +97,7 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
       return false;
     }
     bool is_free = state == kChunkFree;
-    bool live = state == kChunkBusy ||
-                (chunk_state_is_sampled(state) &&
-                 (sampled_counted_as(state) == kSampledAsLarge || sampled_counted_as(state) < kMaxSegregatedClasses));
+    bool live = chunk_state_is_live(state);
     if (!is_free && !live && state != kChunkRemote && state != kChunkQuick) {
       *why = "large chunk state overwritten";
       return false;

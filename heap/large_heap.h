@@ -24,6 +24,7 @@
 
 #include "heap/block_source.h"
 #include "heap/layout.h"
+#include "heap/size_class.h"
 
 namespace memd::heap {
 
@@ -45,9 +46,13 @@ inline constexpr uint32_t kSampledAsLarge = 0xffffu;
 inline bool chunk_state_is_free(uint32_t state) {
   return state == kChunkFree || state == kChunkRemote || state == kChunkQuick;
 }
-inline bool chunk_state_is_sampled(uint32_t state) { return (state & 0xffff0000u) == kChunkSampled; }
 // How a sampled chunk's allocation was counted: a size class or kSampledAsLarge.
 inline uint32_t sampled_counted_as(uint32_t state) { return state & 0xffffu; }
+// A sampled chunk's state: the mark and a counted class that can be.
+inline bool chunk_state_is_sampled(uint32_t state) {
+  return (state & 0xffff0000u) == kChunkSampled &&
+         (sampled_counted_as(state) == kSampledAsLarge || sampled_counted_as(state) < kMaxSegregatedClasses);
+}
 // Live: handed out and not freed (sampled or not).
 inline bool chunk_state_is_live(uint32_t state) { return state == kChunkBusy || chunk_state_is_sampled(state); }
 

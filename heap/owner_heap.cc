@@ -170,7 +170,6 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
     }
     return alloc_big(size, align, zeroed);
   }
-  uint32_t counted_class;
   size_t counted_bytes;
   void* p;
   if (small) {
@@ -181,25 +180,20 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
     if (p == nullptr) return align <= kChunkAlign ? alloc_segregated(SizeClasses::class_of(size)) : nullptr;
     if (locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
     if (zeroed) *zeroed = fresh;
-    counted_class = SizeClasses::class_of(size);
-    counted_bytes = lists_[counted_class].size;
-    count_one(lists_[counted_class].counts->allocs);
-    LargeHeap::mark_sampled(p, counted_class);
+    uint32_t cls = SizeClasses::class_of(size);
+    counted_bytes = lists_[cls].size;
+    count_one(lists_[cls].counts->allocs);
+    LargeHeap::mark_sampled(p, cls);
   } else {
     p = alloc_big(size, align, zeroed);
     if (p == nullptr) return nullptr;
     PointerInfo at = locate(p);
-    if (at.kind == PageKind::kLarge) {
-      counted_class = kCountedLarge;
-      LargeHeap::mark_sampled(p, kSampledAsLarge);
-    } else {
-      counted_class = kCountedHuge;
-      region_.block(at.block).flags |= kBlockSampled;
-    }
+    if (at.kind == PageKind::kLarge) LargeHeap::mark_sampled(p, kSampledAsLarge);
+    else region_.block(at.block).flags |= kBlockSampled;
     counted_bytes = usable_size(p);
   }
   count_one(counters_->samples);
-  hooks->allocated(region_, p, size, counted_class, counted_bytes);
+  hooks->allocated(region_, p, size, counted_bytes);
   return p;
 }
 
@@ -376,10 +370,7 @@ FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
     if (ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, p)) {
       uint32_t state = LargeHeap::unmark_sampled(c);
       sampled = state != 0;
-      uint32_t cls = sampled_counted_as(state);
-      if (sampled && cls != kSampledAsLarge && cls >= classes_->first_class() && cls <= classes_->last_class()) {
-        counted_class = cls;
-      }
+      if (sampled && sampled_counted_as(state) != kSampledAsLarge) counted_class = sampled_counted_as(state);
     }
   } else if (at.in_block == 0) {
     BlockDesc& b = region_.block(at.block);

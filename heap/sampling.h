@@ -24,12 +24,12 @@ namespace memd::heap {
 
 struct SamplingHooks {
   // After a sampled allocation of `requested` bytes at p (a large chunk or a
-  // huge run), counted in the heap's counters as class `counted_class`
-  // (kCountedLarge/kCountedHuge for big objects) of `counted_bytes`.
-  // Runs on the allocating thread, inside malloc: no allocation.
-  void (*allocated)(const Region& r, void* p, size_t requested, uint32_t counted_class, size_t counted_bytes);
-  // Before a marked (sampled) large chunk or huge run at p is freed; the
-  // heap has counted it already. The sample may be another process's (an
+  // huge run), counted in the heap's counters as `counted_bytes` (its size
+  // class's size, or its usable bytes). Runs on the allocating thread,
+  // inside malloc: no allocation.
+  void (*allocated)(const Region& r, void* p, size_t requested, size_t counted_bytes);
+  // Before a marked (sampled) large chunk or huge run at p is freed (the
+  // heap counts the free as its mark says). The sample may be another process's (an
   // object of a shared region), or one the hooks did not keep: the hook
   // looks it up and forgets it if it has it. Runs on the freeing thread,
   // inside free: no allocation.

@@ -125,8 +125,7 @@ memd_sample_event* push_event() {
   return e;
 }
 
-void on_allocated(const heap::Region& r, void* p, size_t requested, uint32_t /*counted_class*/,
-                  size_t counted_bytes) {
+void on_allocated(const heap::Region& r, void* p, size_t requested, size_t counted_bytes) {
   // The stack first, outside the lock: the walk is the slow part.
   void* frames[MEMD_TELEMETRY_MAX_FRAMES];
   int depth = absl::GetStackTrace(frames, MEMD_TELEMETRY_MAX_FRAMES, 1);
