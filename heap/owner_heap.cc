@@ -160,15 +160,7 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
   const SamplingHooks* hooks = sampling_hooks();
   bool small = size <= medium_max_;
   if (period == 0 || hooks == nullptr || size == 0 || size > kMaxHugeBytes || (small && align > kPageSize)) {
-    // Not a sample: the allocation as it would have gone.
-    if (small) {
-      if (align <= kChunkAlign) {
-        if (zeroed) *zeroed = false;
-        return alloc_segregated(SizeClasses::class_of(size));
-      }
-      return alloc_aligned(size, align);
-    }
-    return alloc_big(size, align, zeroed);
+    return alloc_unsampled(size, align, zeroed);  // not a sample: as it would have gone
   }
   size_t counted_bytes;
   void* p;
@@ -177,7 +169,7 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
     bool fresh = false;
     take_pending();
     p = large_.alloc(*source_, id_, size, std::max<size_t>(align, kChunkAlign), &fresh);
-    if (p == nullptr) return align <= kChunkAlign ? alloc_segregated(SizeClasses::class_of(size)) : nullptr;
+    if (p == nullptr) return alloc_unsampled(size, align, zeroed);
     if (locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
     if (zeroed) *zeroed = fresh;
     uint32_t cls = SizeClasses::class_of(size);
@@ -287,13 +279,22 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
     return alloc(size);
   }
   if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) return alloc_sampled(size, align, nullptr);
+  return alloc_unsampled(size, align, nullptr);
+}
+
+void* OwnerHeap::alloc_unsampled(size_t size, size_t align, bool* zeroed) {
   // A segregated class whose size is a multiple of the alignment places every
-  // object aligned, since blocks start on page boundaries.
-  size_t rounded = (std::max(size, align) + align - 1) & ~(align - 1);
-  if (rounded <= classes_->medium_max() && align <= kPageSize) {
-    return alloc_segregated(SizeClasses::class_of(rounded));
+  // object aligned, since blocks start on page boundaries. Every class keeps
+  // 8 bytes; 16 is kept only by classes that are multiples of 16.
+  if (size <= medium_max_ && align <= kPageSize) {  // so the rounding cannot wrap
+    size_t a = std::max<size_t>(align, kGranule);
+    size_t rounded = (std::max(size, a) + a - 1) & ~(a - 1);
+    if (rounded <= medium_max_) {
+      if (zeroed) *zeroed = false;
+      return alloc_segregated(SizeClasses::class_of(rounded));
+    }
   }
-  return alloc_big(size, align, nullptr);
+  return alloc_big(size, align, zeroed);
 }
 
 // --- free ---

@@ -197,6 +197,9 @@ class OwnerHeap {
   // The countdown passed zero: a sampled allocation (or, with sampling off,
   // a look at whether it was turned on).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
+  // Any size at any alignment (0: none) without a look at the countdown:
+  // the allocation every path falls back to when it does not sample.
+  void* alloc_unsampled(size_t size, size_t align, bool* zeroed);
   // Large and huge objects. alloc_big and free_big are the common cases (a
   // quick-cached chunk; the owner's free of an unsampled chunk), the rest
   // is out of line.

@@ -67,7 +67,9 @@ void* alloc_slow(size_t size, size_t align, bool zero) {
   bool reentered;
   OwnerHeap* h = heap_slow(&reentered);
   if (h == nullptr) return reentered ? memd::client::bootstrap_alloc(size, align) : nullptr;
-  if (align > 16) return h->alloc_aligned(size, align);
+  // Any alignment asked for goes to alloc_aligned, which knows which size
+  // classes keep it (16 bytes is not kept by the 24-byte class).
+  if (align != 0) return h->alloc_aligned(size, align);
   return zero ? h->alloc_zeroed(size) : h->alloc(size);
 }
 
@@ -128,7 +130,7 @@ bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) 
 
 void* new_or_throw(size_t size, size_t align) {
   for (;;) {
-    void* p = align > 16 ? alloc_aligned(size, align) : alloc(size);
+    void* p = align != 0 ? alloc_aligned(size, align) : alloc(size);
     if (LIKELY(p != nullptr)) return p;
     std::new_handler handler = std::get_new_handler();
     if (handler == nullptr) throw std::bad_alloc();

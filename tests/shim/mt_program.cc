@@ -110,7 +110,11 @@ void* allocate(Rng& r, uint64_t id, uint32_t size) {
     fail("allocation failed", id);
     return nullptr;
   }
-  if (align != 0 && reinterpret_cast<uintptr_t>(p) % align != 0) fail("misaligned", id);
+  if (align != 0 && reinterpret_cast<uintptr_t>(p) % align != 0) {
+    char what[96];
+    snprintf(what, sizeof what, "misaligned: kind %u, align %u, size %u at %p", kind, align, size, p);
+    fail(what, id);
+  }
   Header* h = static_cast<Header*>(p);
   *h = {id, size, kind, align, static_cast<uint32_t>(mix(id, size) & 0xff)};
   memset(h + 1, static_cast<int>(h->fill), size - sizeof(Header));
