@@ -98,7 +98,8 @@ class DaemonConnection {
   void report_loop();  // sends telemetry every interval
   // Builds and writes one report; drops it (counted) without a session.
   // True if it was written.
-  bool send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch);
+  // `events` has room for a full drain of each sampler.
+  bool send_report(telemetry::ReportBuilder* builder, uint64_t* report_epoch, memd_sample_event* events);
 
   ClientOptions options_;
   std::mutex mu_;

@@ -68,7 +68,7 @@ bool ReportBuilder::is_allocator_frame(uint64_t address) {
 }
 
 v1::TelemetryReport ReportBuilder::build(const std::vector<HeapView>& heaps,
-                                         const std::vector<memd_sample_event>& events, const ClientTotals& totals) {
+                                         absl::Span<const memd_sample_event> events, const ClientTotals& totals) {
   v1::TelemetryReport r;
   for (const HeapView& h : heaps) {
     v1::HeapCounters* hc = r.add_heaps();

@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "client/telemetry/telemetry_abi.h"
 #include "heap/heap_counters.h"
 #include "memd/v1/memd.pb.h"
@@ -38,7 +39,7 @@ class ReportBuilder {
   // A new session: the daemon knows no symbols yet.
   void new_session() { sent_symbols_.clear(); }
 
-  v1::TelemetryReport build(const std::vector<HeapView>& heaps, const std::vector<memd_sample_event>& events,
+  v1::TelemetryReport build(const std::vector<HeapView>& heaps, absl::Span<const memd_sample_event> events,
                             const ClientTotals& totals);
 
   // The function a return address lies in, demangled; empty if unknown.
