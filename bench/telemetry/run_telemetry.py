@@ -191,10 +191,23 @@ def compile_helper(build, out_dir):
     return binary, " ".join([os.path.basename(compiler), *flags])
 
 
+def metrics_address(memd, timeout=10):
+    """Where the daemon serves /metrics, from its log. The daemon opens its
+    socket before its metrics port, so the line may come after start() returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.findall(r"metrics on (\S+)/metrics", memd.log_tail(100000))
+        if found or time.monotonic() > deadline or not memd.alive():
+            return found[0] if found else ""
+        time.sleep(0.05)
+
+
 def metrics(address):
     """The daemon's telemetry counters from /metrics."""
     wanted = ("memd_telemetry_reports_total", "memd_telemetry_samples_total", "memd_telemetry_rejected_total",
               "memd_sessions_opened_total")
+    if not address:
+        return {"error": "the daemon's log names no metrics address"}
     try:
         text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
     except OSError as e:
@@ -287,7 +300,7 @@ def measure(args, tools, problems, facts, quiet, helper_note):
     telemetry_runs = 0
     try:
         memd.start()
-        address = (re.findall(r"metrics on (\S+)/metrics", memd.log_tail(100000)) or [""])[0]
+        address = metrics_address(memd)
         before = metrics(address)
         for rnd in range(args.rounds):
             shift = rnd % len(cases)
