@@ -10,8 +10,8 @@
 // it was counted), a sampled huge run in its block's flags (kBlockSampled):
 // only marked objects reach the `freeing` hook, and the owner's inline free
 // of a large chunk pays nothing for sampling. The hooks (process-wide, set
-// by the telemetry layer) record the stack and keep the table of live
-// samples. The heap itself stays policy-free.
+// by the telemetry layer) record each sample with its stack, and each free
+// of a marked object. The heap itself stays policy-free.
 #pragma once
 
 #include <atomic>
@@ -49,6 +49,9 @@ namespace internal {
 // shared libraries, and the shim and its daemon link keep one each).
 extern std::atomic<const SamplingHooks*> sampling_hooks;
 extern std::atomic<uint64_t> sampling_period;
+// -ln(v / 2^53) in Q32 fixed point, for v in [1, 2^53]: the exponential
+// draw behind next_sample_countdown.
+uint64_t minus_ln_q32(uint64_t v);
 }  // namespace internal
 
 inline const SamplingHooks* sampling_hooks() { return internal::sampling_hooks.load(std::memory_order_acquire); }

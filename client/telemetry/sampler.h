@@ -1,8 +1,8 @@
 // The process's sampled allocations: the heap's sampling hooks
-// (heap/sampling.h) record each sample's call stack and keep the table of
-// samples still live, so that their frees are noticed; events wait in a
-// bounded buffer until the telemetry reporter drains them. When the buffer
-// is full, events are dropped and counted, never waited for.
+// (heap/sampling.h) record each sample with its call stack, and each free
+// of a sampled (marked) object; events wait in a bounded buffer until the
+// telemetry reporter drains them. When the buffer is full, events are
+// dropped and counted, never waited for.
 //
 // Data-plane code (it runs inside malloc): no allocation, no exceptions.
 #pragma once
@@ -24,12 +24,10 @@ size_t drain_sample_events(memd_sample_event* out, size_t max);
 
 struct SamplerCounts {
   uint64_t taken = 0;    // allocations sampled
-  uint64_t dropped = 0;  // events lost to a full buffer or table
-  uint64_t live = 0;     // samples not freed yet
+  uint64_t dropped = 0;  // events lost to a full buffer
 };
 SamplerCounts sampler_counts();
 
 inline constexpr size_t kSampleBufferEvents = 4096;
-inline constexpr size_t kLiveSampleCapacity = 8192;
 
 }  // namespace memd::client::telemetry

@@ -19,11 +19,11 @@ enum { MEMD_SAMPLE_ALLOC = 0, MEMD_SAMPLE_FREE = 1 };
 struct memd_sample_event {
   uint8_t kind;           /* MEMD_SAMPLE_ALLOC or MEMD_SAMPLE_FREE */
   uint8_t frame_count;
-  uint64_t id;            /* the sample's id in this process */
+  uint64_t id;            /* an allocation's sample id in this process; 0 in a free */
   uintptr_t heap_base;    /* start of the data of the heap's region */
   uintptr_t address;      /* the object */
   uint64_t requested_bytes;
-  uint64_t allocated_bytes;
+  uint64_t allocated_bytes; /* as counted; 0 in a free */
   uint64_t time_ms;       /* unix ms */
   uintptr_t frames[MEMD_TELEMETRY_MAX_FRAMES]; /* return addresses, innermost first */
 };

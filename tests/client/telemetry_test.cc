@@ -106,8 +106,27 @@ TEST_F(TelemetryTest, CountersAreCumulativeAcrossThreadsThatComeAndGo) {
   EXPECT_EQ(total_frees(c), uint64_t{3} * kThreads * kEach);
 }
 
+// Checks that the events, in the order drained, end every sample exactly
+// once: each free is of an address sampled and not freed since, and nothing
+// sampled is left live. Returns how many samples there were.
+size_t expect_each_sample_freed_once(const std::vector<memd_sample_event>& events) {
+  std::set<uintptr_t> live;
+  size_t samples = 0;
+  for (const memd_sample_event& e : events) {
+    if (e.kind == MEMD_SAMPLE_ALLOC) {
+      ++samples;
+      EXPECT_TRUE(live.insert(e.address).second) << "sampled twice while live: " << e.address;
+    } else {
+      EXPECT_EQ(live.erase(e.address), 1u) << "a free of no live sample: " << e.address;
+    }
+  }
+  EXPECT_TRUE(live.empty()) << live.size() << " samples never freed";
+  return samples;
+}
+
 TEST_F(TelemetryTest, SamplesAboutOnePerPeriodAndReportsEachFree) {
   constexpr uint64_t kPeriod = 64 << 10;
+  uint64_t dropped_before = sampler_counts().dropped;
   enable_sampling(kPeriod);
   std::mt19937 rng(7);
   std::vector<std::pair<unsigned char*, size_t>> live;
@@ -141,25 +160,22 @@ TEST_F(TelemetryTest, SamplesAboutOnePerPeriodAndReportsEachFree) {
   events.insert(events.end(), frees_after.begin(), frees_after.end());
   ASSERT_TRUE(heap_->check().ok()) << heap_->check();
 
-  std::set<uint64_t> allocated, freed;
   for (const memd_sample_event& e : events) {
     if (e.kind == MEMD_SAMPLE_ALLOC) {
-      EXPECT_TRUE(allocated.insert(e.id).second);
       EXPECT_GE(e.requested_bytes, 16u);
       EXPECT_GT(e.frame_count, 0);
-    } else {
-      EXPECT_TRUE(freed.insert(e.id).second) << "a sample freed twice";
     }
   }
+  EXPECT_EQ(sampler_counts().dropped, dropped_before) << "the check below needs every event";
   // Every object was freed in the end: every sample's free was seen.
-  EXPECT_EQ(allocated, freed);
+  size_t samples = expect_each_sample_freed_once(events);
   // Poisson with mean bytes / period (about 3,200): far inside these bounds.
   double expected = static_cast<double>(bytes) / kPeriod;
-  EXPECT_GT(static_cast<double>(allocated.size()), expected * 0.7) << bytes << " bytes";
-  EXPECT_LT(static_cast<double>(allocated.size()), expected * 1.3);
+  EXPECT_GT(static_cast<double>(samples), expected * 0.7) << bytes << " bytes";
+  EXPECT_LT(static_cast<double>(samples), expected * 1.3);
   // A sampled object is counted in its own class, at allocation and at free.
   heap::CounterSnapshot c = heap_->counters();
-  EXPECT_EQ(c.samples, allocated.size());
+  EXPECT_EQ(c.samples, samples);
   EXPECT_EQ(total_allocs(c), total_frees(c));
 }
 
@@ -230,25 +246,23 @@ TEST_F(TelemetryTest, AFullBufferDropsAndCountsInsteadOfWaiting) {
   EXPECT_TRUE(heap_->check().ok());
 }
 
-TEST_F(TelemetryTest, SamplesTheSamplerCannotKeepAreStillCountedInTheirClass) {
-  // Past kLiveSampleCapacity live samples the sampler keeps no more; the
-  // heap still counts their frees as it counted their allocations.
-  constexpr size_t kObjects = client::telemetry::kLiveSampleCapacity + 300;
+TEST_F(TelemetryTest, SamplesWhoseEventsAreDroppedAreStillCountedInTheirClass) {
+  // Past a full buffer the sampler records no more; the heap still counts
+  // the frees of those samples as it counted their allocations.
+  constexpr size_t kObjects = client::telemetry::kSampleBufferEvents + 300;
   const uint32_t cls = heap::SizeClasses::class_of(48);
   heap::CounterSnapshot before = heap_->counters();
   uint64_t dropped_before = sampler_counts().dropped;
   enable_sampling(1);
   std::vector<void*> v;
-  for (size_t i = 0; i < kObjects; ++i) {
-    v.push_back(heap_->alloc(48));
-    if (i % 1000 == 0) drain_all();  // only the table limits
-  }
+  for (size_t i = 0; i < kObjects; ++i) v.push_back(heap_->alloc(48));
   enable_sampling(0);
   EXPECT_GE(sampler_counts().dropped - dropped_before, 300u);
   for (void* p : v) heap_->free(p);
   heap::CounterSnapshot after = heap_->counters();
   EXPECT_EQ(after.classes[cls].allocs - before.classes[cls].allocs, kObjects);
   EXPECT_EQ(after.classes[cls].frees - before.classes[cls].frees, kObjects);
+  EXPECT_EQ(after.samples - before.samples, kObjects);
   EXPECT_EQ(after.large.frees - before.large.frees, after.large.allocs - before.large.allocs);
   EXPECT_EQ(after.large.freed_bytes - before.large.freed_bytes,
             after.large.alloc_bytes - before.large.alloc_bytes);
@@ -292,6 +306,7 @@ TEST_F(TelemetryTest, BigObjectsResizedInPlaceKeepLiveBytesExact) {
 }
 
 TEST_F(TelemetryTest, SamplingFromManyThreadsKeepsEveryFreeMatched) {
+  uint64_t dropped_before = sampler_counts().dropped;
   enable_sampling(64 << 10);
   std::atomic<bool> stop{false};
   std::vector<memd_sample_event> events;
@@ -323,11 +338,8 @@ TEST_F(TelemetryTest, SamplingFromManyThreadsKeepsEveryFreeMatched) {
   enable_sampling(0);
   auto rest = drain_all();
   events.insert(events.end(), rest.begin(), rest.end());
-  ASSERT_EQ(sampler_counts().live, 0u);
-  std::set<uint64_t> allocated, freed;
-  for (const auto& e : events) (e.kind == MEMD_SAMPLE_ALLOC ? allocated : freed).insert(e.id);
-  EXPECT_GT(allocated.size(), 100u);
-  EXPECT_EQ(allocated, freed);
+  ASSERT_EQ(sampler_counts().dropped, dropped_before) << "the check below needs every event";
+  EXPECT_GT(expect_each_sample_freed_once(events), 100u);
 }
 
 }  // namespace
