@@ -26,7 +26,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 from harness import machine  # noqa: E402
 
-SIZES = (16, 64, 256, 4096)
+SIZES = (16, 64, 256, 4096, 65536)
 EXTRA = 1_024_000
 
 

@@ -17,9 +17,10 @@ LD_PRELOAD by bench_launch, as in run_all.py):
   memd-sample-64k     the same with MEMD_SAMPLE_BYTES=65536
 
 and the programs: bench_malloc_micro's small-object pairs and batches (and
-4 KiB, on the large path) with one thread, one process per case; the same
-loops with two threads at once (micro_threads.cc, compiled here with the
-release build's flags); a few workloads of bench/workloads; and /bin/true,
+4 KiB, on the large path; and pairs of 64 KiB and 1 MiB, huge runs) with one
+thread, one process per case; the same loops with two threads at once, and
+pairs of 64 KiB and 1 MiB that fill each object (micro_threads.cc, compiled
+here with the release build's flags); a few workloads of bench/workloads; and /bin/true,
 which shows the fixed start-up cost of each case (MEMD_TELEMETRY=1 loads
 the daemon link and opens a session before main). Rounds are interleaved
 as in run_all.py: each round runs every program under every case, the
@@ -70,7 +71,9 @@ TELEMETRY_ENV = {
 # to back: on a shared (virtual) machine the speed of a CPU drifts over
 # seconds, so the runs compared with each other must be close in time.
 MICRO_1T = [f"BM_{kind}/{size}" for kind in ("pair", "batch") for size in (16, 64, 256, 4096)]
+MICRO_1T += [f"BM_pair/{size}" for size in (64 << 10, 1 << 20)]
 MICRO_2T = [f"BM_{kind}/{size}/real_time/threads:2" for kind in ("pair", "batch") for size in (16, 64, 256)]
+MICRO_FILL = [f"BM_fill/{size}" for size in (64 << 10, 1 << 20)]  # micro_threads.cc, one thread
 HELPER_SOURCE = os.path.join(TELEMETRY_DIR, "micro_threads.cc")
 DEFAULT_WORKLOADS = "threads_churn,symbolic,lifetime_mix"
 # Processes whose presence means the machine is not quiet (someone is building).
@@ -238,7 +241,8 @@ def plan_programs(args, tools):
     progs = [{"name": "startup", "kind": "startup", "argv": ["/bin/true"], "label": "/bin/true (start-up and exit)"}]
     progs += [{"name": b, "kind": "micro", "binary": tools["micro"], "filter": f"^{b}$"} for b in MICRO_1T]
     if tools.get("micro_threads"):
-        progs += [{"name": b, "kind": "micro", "binary": tools["micro_threads"], "filter": f"^{b}$"} for b in MICRO_2T]
+        progs += [{"name": b, "kind": "micro", "binary": tools["micro_threads"], "filter": f"^{b}$"}
+                  for b in MICRO_2T + MICRO_FILL]
     for w in args.workloads:
         progs.append({"name": w.name, "kind": "workload", "argv": w.argv(tools["bin_dir"], args.threads, args.scale),
                       "threads": args.threads if w.multi_threaded else 1, "summary": w.summary})

@@ -18,7 +18,7 @@ PAIRS = [  # (numerator, denominator, column)
 ]
 VERDICT_PAIRS = PAIRS[1:3]
 GROUPS = [("small", "small objects (16-256 B), the fast path"), ("4k", "4 KiB objects"),
-          ("workload", "workloads")]
+          ("big", "big objects (64 KiB and 1 MiB, one byte touched or all filled)"), ("workload", "workloads")]
 
 
 def group(key):
@@ -26,7 +26,8 @@ def group(key):
         return "startup"
     if key.startswith("wl_"):
         return "workload"
-    return "small" if int(key.rsplit("/", 1)[1]) <= 1024 else "4k"
+    size = int(key.rsplit("/", 1)[1])
+    return "small" if size <= 1024 else "4k" if size <= 4096 else "big"
 
 
 def label(key, doc, unit=True):
