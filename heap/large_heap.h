@@ -86,7 +86,7 @@ class LargeHeap {
     uint32_t need = static_cast<uint32_t>((size + kChunkAlign - 1) & ~size_t{kChunkAlign - 1}) +
                     uint32_t{sizeof(ChunkHeader)};
     if (need < min_chunk_) need = min_chunk_;
-    if (need >= kQuickMaxChunk || quick_[need / kChunkAlign] == ~Offset{0}) return nullptr;
+    if (need > kQuickMaxChunk || quick_[need / kChunkAlign] == ~Offset{0}) return nullptr;
     ChunkHeader* q = chunk_at(quick_[need / kChunkAlign]);
     quick_[need / kChunkAlign] = *reinterpret_cast<Offset*>(q + 1);
     quick_bytes_ -= q->size;
@@ -117,7 +117,7 @@ class LargeHeap {
     }
     uint32_t size = c->size;
     if (usable) *usable = size - sizeof(ChunkHeader);
-    if (size < kQuickMaxChunk && quick_bytes_ + size <= kQuickBytes) {
+    if (size <= kQuickMaxChunk && quick_bytes_ + size <= kQuickBytes) {
       __atomic_store_n(&c->state, kChunkQuick, __ATOMIC_RELEASE);
       *reinterpret_cast<Offset*>(c + 1) = quick_[size / kChunkAlign];
       quick_[size / kChunkAlign] = off;
@@ -187,7 +187,7 @@ class LargeHeap {
 
  private:
   static constexpr uint32_t kBins = (kLargeMaxLimit + sizeof(ChunkHeader)) / kChunkAlign + 2;
-  static constexpr uint32_t kQuickMaxChunk = 16384 + 16;
+  static constexpr uint32_t kQuickMaxChunk = 16384 + 16;  // a 16 KiB object and its header
   static constexpr uint32_t kQuickBytes = 256 * 1024;
   static constexpr uint32_t kQuickBins = kQuickMaxChunk / 16 + 1;
   static constexpr uint32_t kBinWords = (kBins + 63) / 64;

@@ -88,6 +88,18 @@ TEST_F(LargeHeapTest, TheQuickCacheHandsBackAChunkOfTheSameSize) {
   EXPECT_EQ(emptied, 1);  // merging it emptied its block
 }
 
+// 16 KiB, a size programs ask for often, is the largest the cache takes.
+TEST_F(LargeHeapTest, TheQuickCacheTakesSixteenKiBObjectsAndNoLarger) {
+  void* p = Alloc(16384);
+  EXPECT_EQ(Free(p), LargeFreeResult::kFreed);  // waits in the cache: the block is not empty
+  EXPECT_EQ(heap_.try_quick(16384), p);
+  EXPECT_EQ(Free(p), LargeFreeResult::kFreed);
+  void* q = Alloc(16385);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(Free(q), LargeFreeResult::kFreed);  // merged at once
+  EXPECT_EQ(heap_.try_quick(16385), nullptr);
+}
+
 TEST_F(LargeHeapTest, AlignedChunksStartOnTheAlignment) {
   for (size_t align : {32, 256, 1024, 4096}) {
     void* p = Alloc(700, align);
