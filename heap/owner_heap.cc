@@ -301,6 +301,7 @@ void* OwnerHeap::alloc_unsampled(size_t size, size_t align, bool* zeroed) {
 
 FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
   PageDesc d = PageDesc::unpack(page_desc);
+  if (d.kind == PageKind::kHuge) return free_huge_object(p, page_desc);
   if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
   SegregatedFree f = segregated_free(p, d);
   if (!f.object_start) return FreeStatus::kInvalid;
@@ -360,6 +361,24 @@ FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
   return free_big_slow(p, {d.kind, block, d.cls, static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))});
 }
 
+FreeStatus OwnerHeap::free_huge_object(void* p, uint64_t page_desc) {
+  PageDesc d = PageDesc::unpack(page_desc);
+  PageIndex run{d.block};
+  const BlockDesc& b = blocks_[d.block];
+  if (__builtin_expect(p != region_.page_address(run) || (b.flags & kBlockSampled), 0)) {
+    auto in_block = static_cast<uint32_t>(static_cast<char*>(p) - region_.page_address(run));
+    return free_big_slow(p, {PageKind::kHuge, run, d.cls, in_block});
+  }
+  // Its bytes are read before the run can be someone else's.
+  uint64_t bytes = b.pages.bytes();
+  FreeStatus s = free_huge(run);
+  if (__builtin_expect(s == FreeStatus::kOk, 1)) {
+    count_one(counters_->huge.frees);
+    count_add(counters_->huge.freed_bytes, bytes);
+  }
+  return s;
+}
+
 FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
   if (at.kind != PageKind::kLarge && at.kind != PageKind::kHuge) return free_big_uncounted(p, at);
   // Counted as its allocation was: a big object, or (a sample) as its mark
@@ -417,29 +436,30 @@ FreeStatus OwnerHeap::free_big_uncounted(void* p, const PointerInfo& at) {
     if (remote_push(b, static_cast<char*>(p), in_block)) notify_owner(region_, at.block);
     return FreeStatus::kOk;
   }
-  if (at.kind == PageKind::kHuge) {
-    if (at.in_block != 0) return FreeStatus::kInvalid;
-    // Claim the run: a live huge object has owner word 0. A second free,
-    // even a racing one, finds it taken.
-    BlockDesc& b = region_.block(at.block);
-    uint32_t expected = 0;
-    bool cache = huge_cache_allowed_ && b.pages.value <= kHugeCachePages;
-    if (!b.owner_word.compare_exchange_strong(expected, cache ? id_ << 1 : 1, std::memory_order_acq_rel)) {
-      return FreeStatus::kDoubleFree;
-    }
-    if (!cache) {
-      source_->release_huge(at.block);
-      return FreeStatus::kOk;
-    }
-    // Keep the most recently freed run for this thread's next allocation of
-    // the same size; the one it replaces goes back to the page heap.
-    if (huge_cache_ != kNoPage) source_->release_huge(huge_cache_);
-    huge_cache_ = at.block;
-    return FreeStatus::kOk;
-  }
+  if (at.kind == PageKind::kHuge) return at.in_block == 0 ? free_huge(at.block) : FreeStatus::kInvalid;
   // A free page: most likely freed already; anything else was never ours.
   return at.kind == PageKind::kFree || at.kind == PageKind::kPurging ? FreeStatus::kDoubleFree
                                                                       : FreeStatus::kInvalid;
+}
+
+FreeStatus OwnerHeap::free_huge(PageIndex run) {
+  // Claim the run: a live huge object has owner word 0. A second free,
+  // even a racing one, finds it taken.
+  BlockDesc& b = region_.block(run);
+  uint32_t expected = 0;
+  bool cache = huge_cache_allowed_ && b.pages.value <= kHugeCachePages;
+  if (!b.owner_word.compare_exchange_strong(expected, cache ? id_ << 1 : 1, std::memory_order_acq_rel)) {
+    return FreeStatus::kDoubleFree;
+  }
+  if (!cache) {
+    source_->release_huge(run);
+    return FreeStatus::kOk;
+  }
+  // Keep the most recently freed run for this thread's next allocation of
+  // the same size; the one it replaces goes back to the page heap.
+  if (huge_cache_ != kNoPage) source_->release_huge(huge_cache_);
+  huge_cache_ = run;
+  return FreeStatus::kOk;
 }
 
 void OwnerHeap::handle_empty_large(PageIndex block) {

@@ -21,7 +21,8 @@
 //     free_slow(p)                                    [out of line]
 //       block was full / becomes empty -> after_local_free
 //       another owner's block: remote_push + notify_owner   [lock-free]
-//       large/huge: free_big (the owner's unsampled chunk: quick cache)
+//       large: free_big (the owner's unsampled chunk: quick cache)
+//       huge: free_huge_object (an unsampled run: this thread's huge cache)
 #pragma once
 
 #include <cstddef>
@@ -209,6 +210,8 @@ class OwnerHeap {
   FreeStatus free_big(void* p, uint64_t page_desc);  // the packed PageDesc of p's page
   FreeStatus free_big_slow(void* p, const PointerInfo& at);
   FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
+  FreeStatus free_huge_object(void* p, uint64_t page_desc);  // unsampled here, the rest free_big_slow
+  FreeStatus free_huge(PageIndex run);          // the run's start, freed and not counted
   void after_local_free(BlockDesc& b);
   void handle_empty(ClassList& cl, BlockDesc& b);
   void handle_pending_block(PageIndex block);
