@@ -180,9 +180,14 @@ void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
     p = alloc_big(size, align, zeroed);
     if (p == nullptr) return nullptr;
     PointerInfo at = locate(p);
-    if (at.kind == PageKind::kLarge) LargeHeap::mark_sampled(p, kSampledAsLarge);
-    else region_.block(at.block).flags |= kBlockSampled;
-    counted_bytes = usable_size(p);
+    if (at.kind == PageKind::kLarge) {
+      LargeHeap::mark_sampled(p, kSampledAsLarge);
+      counted_bytes = LargeHeap::usable_size(p);
+    } else {
+      BlockDesc& run = region_.block(at.block);
+      run.flags |= kBlockSampled;
+      counted_bytes = run.pages.bytes();
+    }
   }
   count_one(counters_->samples);
   hooks->allocated(region_, p, size, counted_bytes);
@@ -364,10 +369,13 @@ FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
 FreeStatus OwnerHeap::free_huge_object(void* p, uint64_t page_desc) {
   PageDesc d = PageDesc::unpack(page_desc);
   PageIndex run{d.block};
-  const BlockDesc& b = blocks_[d.block];
-  if (__builtin_expect(p != region_.page_address(run) || (b.flags & kBlockSampled), 0)) {
-    auto in_block = static_cast<uint32_t>(static_cast<char*>(p) - region_.page_address(run));
-    return free_big_slow(p, {PageKind::kHuge, run, d.cls, in_block});
+  if (__builtin_expect(p != region_.page_address(run), 0)) return FreeStatus::kInvalid;  // inside a run
+  BlockDesc& b = blocks_[d.block];
+  if (__builtin_expect(b.flags & kBlockSampled, 0)) {
+    // The hooks hear of a sample before its memory is freed, while nobody
+    // can reuse the address.
+    b.flags &= ~kBlockSampled;
+    if (const SamplingHooks* hooks = sampling_hooks()) hooks->freeing(region_, p);
   }
   // Its bytes are read before the run can be someone else's.
   uint64_t bytes = b.pages.bytes();
@@ -380,36 +388,25 @@ FreeStatus OwnerHeap::free_huge_object(void* p, uint64_t page_desc) {
 }
 
 FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
-  if (at.kind != PageKind::kLarge && at.kind != PageKind::kHuge) return free_big_uncounted(p, at);
-  // Counted as its allocation was: a big object, or (a sample) as its mark
-  // says. The hooks hear of a sample before its memory is freed, while
+  if (at.kind != PageKind::kLarge) return free_big_uncounted(p, at);
+  // Counted as its allocation was: a large object, or (a sample) as its
+  // mark says. The hooks hear of a sample before its memory is freed, while
   // nobody can reuse the address.
-  uint32_t counted_class = at.kind == PageKind::kLarge ? kCountedLarge : kCountedHuge;
-  bool sampled = false;
-  if (at.kind == PageKind::kLarge) {
-    if (ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, p)) {
-      uint32_t state = LargeHeap::unmark_sampled(c);
-      sampled = state != 0;
-      if (sampled && sampled_counted_as(state) != kSampledAsLarge) counted_class = sampled_counted_as(state);
+  uint32_t counted_class = kCountedLarge;
+  if (ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, p)) {
+    if (uint32_t state = LargeHeap::unmark_sampled(c)) {
+      if (sampled_counted_as(state) != kSampledAsLarge) counted_class = sampled_counted_as(state);
+      if (const SamplingHooks* hooks = sampling_hooks()) hooks->freeing(region_, p);
     }
-  } else if (at.in_block == 0) {
-    BlockDesc& b = region_.block(at.block);
-    sampled = (b.flags & kBlockSampled) != 0;
-    b.flags &= ~kBlockSampled;
   }
-  if (sampled) {
-    if (const SamplingHooks* hooks = sampling_hooks()) hooks->freeing(region_, p);
-  }
-  size_t counted_bytes = at.kind == PageKind::kLarge ? LargeHeap::usable_size(p)
-                                                     : region_.block(at.block).pages.bytes() - at.in_block;
+  size_t counted_bytes = LargeHeap::usable_size(p);
   FreeStatus s = free_big_uncounted(p, at);
   if (s == FreeStatus::kOk) {
     if (counted_class < kMaxSegregatedClasses) {
       count_one(counters_->classes[counted_class].frees);
     } else {
-      BigCount& c = counted_class == kCountedLarge ? counters_->large : counters_->huge;
-      count_one(c.frees);
-      count_add(c.freed_bytes, counted_bytes);
+      count_one(counters_->large.frees);
+      count_add(counters_->large.freed_bytes, counted_bytes);
     }
   }
   return s;
@@ -436,8 +433,8 @@ FreeStatus OwnerHeap::free_big_uncounted(void* p, const PointerInfo& at) {
     if (remote_push(b, static_cast<char*>(p), in_block)) notify_owner(region_, at.block);
     return FreeStatus::kOk;
   }
-  if (at.kind == PageKind::kHuge) return at.in_block == 0 ? free_huge(at.block) : FreeStatus::kInvalid;
-  // A free page: most likely freed already; anything else was never ours.
+  // A free page: most likely freed already; anything else (huge runs come
+  // through free_huge_object) was never ours.
   return at.kind == PageKind::kFree || at.kind == PageKind::kPurging ? FreeStatus::kDoubleFree
                                                                       : FreeStatus::kInvalid;
 }

@@ -208,9 +208,9 @@ class OwnerHeap {
   void* alloc_large(size_t size, size_t align, bool* zeroed);
   void* alloc_huge(size_t size, size_t align, bool* zeroed);
   FreeStatus free_big(void* p, uint64_t page_desc);  // the packed PageDesc of p's page
-  FreeStatus free_big_slow(void* p, const PointerInfo& at);
+  FreeStatus free_big_slow(void* p, const PointerInfo& at);  // not a huge page
   FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
-  FreeStatus free_huge_object(void* p, uint64_t page_desc);  // unsampled here, the rest free_big_slow
+  FreeStatus free_huge_object(void* p, uint64_t page_desc);  // any free of a huge page
   FreeStatus free_huge(PageIndex run);          // the run's start, freed and not counted
   void after_local_free(BlockDesc& b);
   void handle_empty(ClassList& cl, BlockDesc& b);

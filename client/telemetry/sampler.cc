@@ -88,7 +88,6 @@ void on_allocated(const heap::Region& r, void* p, size_t requested, size_t count
 // The daemon matches it with the sample by region and address, which no
 // live object shares, so no table of live samples is kept here.
 void on_freeing(const heap::Region& r, void* p) {
-  uint64_t t = now_ms();
   Guard g(lock);
   memd_sample_event* e = push_event();
   if (e == nullptr) return;
@@ -98,7 +97,7 @@ void on_freeing(const heap::Region& r, void* p) {
   e->address = reinterpret_cast<uintptr_t>(p);
   e->requested_bytes = 0;
   e->allocated_bytes = 0;
-  e->time_ms = t;
+  e->time_ms = 0;  // a free's time is not reported: no clock read
   e->frame_count = 0;
 }
 

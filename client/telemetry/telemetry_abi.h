@@ -24,7 +24,7 @@ struct memd_sample_event {
   uintptr_t address;      /* the object */
   uint64_t requested_bytes;
   uint64_t allocated_bytes; /* as counted; 0 in a free */
-  uint64_t time_ms;       /* unix ms */
+  uint64_t time_ms;       /* unix ms of an allocation; 0 in a free */
   uintptr_t frames[MEMD_TELEMETRY_MAX_FRAMES]; /* return addresses, innermost first */
 };
 
