@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/region.h"
+#include "client/telemetry/sampler.h"
 
 namespace memd {
 
@@ -38,7 +39,7 @@ namespace memd {
 // MEMD_TELEMETRY_INTERVAL_MS.
 struct TelemetryOptions {
   bool enabled = true;
-  uint64_t sample_bytes = uint64_t{512} << 10;  // mean bytes between samples; 0: no sampling
+  uint64_t sample_bytes = client::telemetry::kDefaultSampleBytes;  // mean bytes between samples; 0: no sampling
   std::chrono::milliseconds interval{1000};
 };
 

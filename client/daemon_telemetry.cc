@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 
 #include "client/daemon_connection.h"
+#include "client/options.h"
 #include "client/telemetry/report_builder.h"
 #include "client/telemetry/sampler.h"
 
@@ -22,14 +23,10 @@ constexpr size_t kReportEventCapacity = 2 * telemetry::kSampleBufferEvents;
 }  // namespace
 
 void apply_telemetry_environment(TelemetryOptions* t) {
-  if (const char* v = std::getenv("MEMD_TELEMETRY"); v != nullptr && *v != '\0') t->enabled = std::atoi(v) != 0;
-  if (const char* v = std::getenv("MEMD_SAMPLE_BYTES"); v != nullptr && *v != '\0') {
-    t->sample_bytes = std::strtoull(v, nullptr, 10);
-  }
-  if (const char* v = std::getenv("MEMD_TELEMETRY_INTERVAL_MS"); v != nullptr && *v != '\0') {
-    long ms = std::atol(v);
-    if (ms > 0) t->interval = std::chrono::milliseconds(ms);
-  }
+  TelemetrySettings env = telemetry_settings();
+  if (env.enabled >= 0) t->enabled = env.enabled != 0;
+  if (env.sample_bytes >= 0) t->sample_bytes = static_cast<uint64_t>(env.sample_bytes);
+  if (env.interval_ms > 0) t->interval = std::chrono::milliseconds(env.interval_ms);
 }
 
 void DaemonConnection::set_telemetry(RegionLink* link, uintptr_t base,

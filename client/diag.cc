@@ -75,6 +75,18 @@ void report_heap_error(HeapError error, const char* call, const void* p, const v
   if (abort_on_error()) abort();
 }
 
+void report_bad_setting(const char* name, const char* value, const char* takes) {
+  Line line;
+  line.add("memd: ");
+  line.add(name);
+  line.add("=");
+  line.add(value);
+  line.add(": not ");
+  line.add(takes);
+  line.add("; ignored\n");
+  line.write_out();
+}
+
 void report_reserve_reduced(size_t bytes) {
   if (quiet()) return;
   Line line;

@@ -15,6 +15,10 @@ void report_heap_error(HeapError error, const char* call, const void* p, const v
 
 unsigned long error_count();
 
+// Writes "memd: <name>=<value>: not <takes>; ignored" (the caller checks
+// MEMD_QUIET): a setting that does not parse, whose default stands.
+void report_bad_setting(const char* name, const char* value, const char* takes);
+
 // Writes "memd: address space limited; the process heap reserves <N> MiB"
 // (unless MEMD_QUIET=1): the process heap got less than it asked for.
 void report_reserve_reduced(size_t bytes);

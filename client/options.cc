@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "client/diag.h"
 
 namespace memd::client {
 namespace {
@@ -28,6 +31,9 @@ constexpr Option kOptions[] = {
     {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block"},
     {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
     {"MEMD_QUIET", "0", "1: do not report heap errors on stderr"},
+    {"MEMD_TELEMETRY", "", "1: report to memd (default: on for its clients, off for the process heap)"},
+    {"MEMD_SAMPLE_BYTES", "524288", "sample one allocation per this many bytes on average; 0: none"},
+    {"MEMD_TELEMETRY_INTERVAL_MS", "1000", "how often a client reports"},
 };
 
 const char* env_or_default(const char* name) {
@@ -49,7 +55,58 @@ void warn(const char* text) {
   (void)ignored;
 }
 
+bool reported_elsewhere = false;
+
+// A whole number, then optionally K, M or G (KiB, MiB, GiB), and nothing
+// else.
+bool parse_bytes(const char* text, uint64_t* out) {
+  if (*text < '0' || *text > '9') return false;  // strtoull would take " -1"
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0) return false;
+  int shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+  }
+  if (*end != '\0' || v > (uint64_t{INT64_MAX} >> shift)) return false;
+  *out = uint64_t{v} << shift;
+  return true;
+}
+
+// The variable's value if set and valid; -1 (and a report) otherwise.
+int64_t setting(const char* name, bool (*parse)(const char*, uint64_t*), const char* takes) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  uint64_t n = 0;
+  if (parse(v, &n)) return static_cast<int64_t>(n);
+  if (!quiet() && !reported_elsewhere) report_bad_setting(name, v, takes);
+  return -1;
+}
+
+bool parse_count(const char* text, uint64_t* out) {
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') return false;
+  }
+  return parse_bytes(text, out);
+}
+bool parse_positive(const char* text, uint64_t* out) { return parse_count(text, out) && *out > 0; }
+
 }  // namespace
+
+void settings_reported_elsewhere() { reported_elsewhere = true; }
+
+TelemetrySettings telemetry_settings() {
+  TelemetrySettings t;
+  int64_t on = setting("MEMD_TELEMETRY", parse_count, "0 or 1");
+  t.enabled = on < 0 ? -1 : on != 0;
+  t.sample_bytes = setting("MEMD_SAMPLE_BYTES", parse_bytes, "a number of bytes, like 524288 or 512K");
+  t.interval_ms = setting("MEMD_TELEMETRY_INTERVAL_MS", parse_positive, "milliseconds, at least 1");
+  return t;
+}
 
 ArenaOptions process_arena_options() {
   ArenaOptions o;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "client/arena.h"
 
@@ -16,5 +17,20 @@ ArenaOptions process_arena_options();
 bool abort_on_error();
 // Whether reports are silenced (MEMD_QUIET=1).
 bool quiet();
+
+// Telemetry settings, for memd::Client and the malloc shim alike. A field
+// is -1 where its variable is unset, and where its value does not parse:
+// that is reported on stderr (naming the variable and what it takes), and
+// the caller's default stands.
+struct TelemetrySettings {
+  int enabled = -1;           // MEMD_TELEMETRY: a number, 0 for off
+  int64_t sample_bytes = -1;  // MEMD_SAMPLE_BYTES: bytes, K, M or G (binary) allowed; 0: no sampling
+  int64_t interval_ms = -1;   // MEMD_TELEMETRY_INTERVAL_MS: at least 1
+};
+TelemetrySettings telemetry_settings();
+
+// For the shim's daemon link, a second copy of this code loaded by a shim
+// that has parsed (and reported) the settings already: parse, say nothing.
+void settings_reported_elsewhere();
 
 }  // namespace memd::client

@@ -11,6 +11,7 @@
 
 #include "client/daemon_client.h"
 #include "client/daemon_connection.h"
+#include "client/options.h"
 #include "client/region_impl.h"
 
 namespace {
@@ -50,6 +51,7 @@ void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
 
 extern "C" __attribute__((visibility("default"))) int memd_daemon_link_report(const memd_daemon_link_hooks* hooks,
                                                                               char* error, size_t error_size) {
+  memd::client::settings_reported_elsewhere();
   memd::client::set_rpc_guard(hooks->enter_private, hooks->leave_private);
   hooks->enter_private();
   absl::StatusOr<std::unique_ptr<memd::Client>> c = memd::Client::connect();
@@ -66,6 +68,7 @@ extern "C" __attribute__((visibility("default"))) int memd_daemon_link_report(co
 
 extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
     const char* name, const memd_daemon_link_hooks* hooks, memd_daemon_heap* heap, char* error, size_t error_size) {
+  memd::client::settings_reported_elsewhere();
   memd::client::set_rpc_guard(hooks->enter_private, hooks->leave_private);
   hooks->enter_private();
   auto fail = [&](const absl::Status& s) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "client/options.h"
 #include "client/process_heap.h"
 #include "client/telemetry/sampler.h"
 
@@ -74,16 +75,13 @@ void sampler_counts(uint64_t* taken, uint64_t* dropped) {
 }
 const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sampler_counts};
 
-// MEMD_TELEMETRY=0|1 (default: on in daemon mode, off otherwise), and
-// MEMD_SAMPLE_BYTES (default 512 KiB; 0: count, do not sample).
-bool telemetry_wanted(bool daemon_mode) {
-  const char* v = std::getenv("MEMD_TELEMETRY");
-  if (v == nullptr || *v == '\0') return daemon_mode;
-  return std::atoi(v) != 0;
+// MEMD_TELEMETRY (default: on in daemon mode, off otherwise) and
+// MEMD_SAMPLE_BYTES (0: count, do not sample).
+bool telemetry_wanted(const TelemetrySettings& env, bool daemon_mode) {
+  return env.enabled < 0 ? daemon_mode : env.enabled != 0;
 }
-uint64_t sample_bytes() {
-  const char* v = std::getenv("MEMD_SAMPLE_BYTES");
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : uint64_t{512} << 10;
+uint64_t sample_bytes(const TelemetrySettings& env) {
+  return env.sample_bytes >= 0 ? static_cast<uint64_t>(env.sample_bytes) : telemetry::kDefaultSampleBytes;
 }
 
 void* load_link(char* error, size_t error_size) {
@@ -122,9 +120,10 @@ void start_reporting(memd_daemon_link_hooks* hooks) {
 __attribute__((constructor)) void start_daemon_mode() {
   const char* region = std::getenv("MEMD_REGION");
   bool daemon_mode = region != nullptr && *region != '\0';
-  bool report = telemetry_wanted(daemon_mode);
+  TelemetrySettings env = telemetry_settings();
+  bool report = telemetry_wanted(env, daemon_mode);
   memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr};
-  if (report) telemetry::enable_sampling(sample_bytes());
+  if (report) telemetry::enable_sampling(sample_bytes(env));
   if (!daemon_mode) {
     if (report) start_reporting(&hooks);
     return;

@@ -14,6 +14,10 @@
 
 namespace memd::client::telemetry {
 
+// The mean bytes between samples unless a client or MEMD_SAMPLE_BYTES says
+// otherwise (Go's and jemalloc's choice; TCMalloc takes 2 MiB).
+inline constexpr uint64_t kDefaultSampleBytes = uint64_t{512} << 10;
+
 // Turns sampling on for every heap of this copy of the library, one sample
 // per `period_bytes` allocated on average; 0 turns it off.
 void enable_sampling(uint64_t period_bytes);

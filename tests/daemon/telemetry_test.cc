@@ -187,6 +187,25 @@ TEST_F(TelemetryTest, AProgramUnderTheShimShorterThanAReportIntervalIsCounted) {
   })) << text << read_file(d_.dir() + "/ls.log");
 }
 
+TEST_F(TelemetryTest, ABadSettingIsReportedOnceAndItsDefaultStands) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the shim is built with a sanitizer";
+#endif
+  // The shim parses the settings, and so does its daemon link (a second
+  // copy of the client code): one report, not two.
+  unsetenv("MEMD_SAMPLE_BYTES");  // the fixture's, which would come first
+  std::string log = d_.dir() + "/bad-setting.log";
+  pid_t p = spawn_process({"/bin/true"}, log,
+                          {"LD_PRELOAD=" SHIM_LIBRARY, "MEMD_TELEMETRY=1", "MEMD_SOCKET=" + d_.socket(),
+                           "MEMD_SAMPLE_BYTES=lots"});
+  ASSERT_EQ(wait_exit(p), 0) << read_file(log);
+  std::string text = read_file(log);
+  size_t first = text.find("memd: MEMD_SAMPLE_BYTES=lots: not a number of bytes");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("MEMD_SAMPLE_BYTES", text.find('\n', first)), std::string::npos) << text;
+  EXPECT_EQ(text.find("not reporting"), std::string::npos) << text;  // it reported all the same
+}
+
 // The sum of the series `name` whose labels include every `labels` pair; 0
 // if there is none.
 double sum_of(const std::string& text, const std::string& name, const std::vector<std::string>& labels) {

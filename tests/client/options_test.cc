@@ -1,0 +1,67 @@
+// Settings from the environment (client/options.h): what parses, what is
+// refused (and then left to the caller's default).
+#include "client/options.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace memd::client {
+namespace {
+
+class TelemetrySettingsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MEMD_QUIET", "1", 1); }
+  void TearDown() override {
+    for (const char* v : {"MEMD_QUIET", "MEMD_TELEMETRY", "MEMD_SAMPLE_BYTES", "MEMD_TELEMETRY_INTERVAL_MS"}) {
+      unsetenv(v);
+    }
+  }
+};
+
+TEST_F(TelemetrySettingsTest, UnsetMeansTheCallersDefault) {
+  TelemetrySettings t = telemetry_settings();
+  EXPECT_EQ(t.enabled, -1);
+  EXPECT_EQ(t.sample_bytes, -1);
+  EXPECT_EQ(t.interval_ms, -1);
+  setenv("MEMD_SAMPLE_BYTES", "", 1);
+  EXPECT_EQ(telemetry_settings().sample_bytes, -1);
+}
+
+TEST_F(TelemetrySettingsTest, SampleBytesTakeBinarySuffixes) {
+  const std::pair<const char*, int64_t> cases[] = {
+      {"0", 0}, {"1", 1}, {"524288", 524288}, {"512K", 524288}, {"512k", 524288},
+      {"2M", 2 << 20}, {"1G", int64_t{1} << 30}, {"8589934592", int64_t{8} << 30}};
+  for (auto [text, want] : cases) {
+    setenv("MEMD_SAMPLE_BYTES", text, 1);
+    EXPECT_EQ(telemetry_settings().sample_bytes, want) << text;
+  }
+}
+
+TEST_F(TelemetrySettingsTest, WhatIsNotANumberIsRefused) {
+  for (const char* text : {"lots", "-5", " 5", "5 ", "12x", "1KB", "K", "0x10", "99999999999999999999",
+                           "9223372036854775807K"}) {
+    setenv("MEMD_SAMPLE_BYTES", text, 1);
+    EXPECT_EQ(telemetry_settings().sample_bytes, -1) << text;
+  }
+  for (const char* text : {"0", "-1", "1s", "fast"}) {
+    setenv("MEMD_TELEMETRY_INTERVAL_MS", text, 1);
+    EXPECT_EQ(telemetry_settings().interval_ms, -1) << text;
+  }
+  setenv("MEMD_TELEMETRY_INTERVAL_MS", "250", 1);
+  EXPECT_EQ(telemetry_settings().interval_ms, 250);
+  setenv("MEMD_TELEMETRY_INTERVAL_MS", "1K", 1);  // a count, not bytes
+  EXPECT_EQ(telemetry_settings().interval_ms, -1);
+}
+
+TEST_F(TelemetrySettingsTest, TelemetryIsANumber) {
+  setenv("MEMD_TELEMETRY", "0", 1);
+  EXPECT_EQ(telemetry_settings().enabled, 0);
+  setenv("MEMD_TELEMETRY", "1", 1);
+  EXPECT_EQ(telemetry_settings().enabled, 1);
+  setenv("MEMD_TELEMETRY", "yes", 1);
+  EXPECT_EQ(telemetry_settings().enabled, -1);
+}
+
+}  // namespace
+}  // namespace memd::client
