@@ -4,15 +4,22 @@ import os
 import sys
 
 
-def write_report_files(doc, markdown, out_dir, prefix):
-    """Writes <prefix>-<date>.md and .json (-2, -3, ... if taken: an earlier
-    run is never overwritten). Returns both paths."""
+def unused_stem(out_dir, prefix, day):
+    """<out_dir>/<prefix>-<day>, or -2, -3, ... after it if a report has that
+    name already: an earlier run is never overwritten."""
     os.makedirs(out_dir, exist_ok=True)
-    stem, n = f"{prefix}-{doc['date'][:10]}", 1
+    stem, n = f"{prefix}-{day}", 1
     while os.path.exists(os.path.join(out_dir, stem + ".md")):
         n += 1
-        stem = f"{prefix}-{doc['date'][:10]}-{n}"
-    md_path, json_path = os.path.join(out_dir, stem + ".md"), os.path.join(out_dir, stem + ".json")
+        stem = f"{prefix}-{day}-{n}"
+    return os.path.join(out_dir, stem)
+
+
+def write_report_files(doc, markdown, out_dir, prefix):
+    """Writes <prefix>-<date>.md and .json (see unused_stem). Returns both
+    paths."""
+    stem = unused_stem(out_dir, prefix, doc["date"][:10])
+    md_path, json_path = stem + ".md", stem + ".json"
     with open(md_path, "w") as f:
         f.write(markdown)
     with open(json_path, "w") as f:

@@ -25,6 +25,7 @@ BENCH_DIR = os.path.dirname(TELEMETRY_DIR)
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 from harness import machine  # noqa: E402
+from harness.result_files import unused_stem  # noqa: E402
 
 SIZES = (16, 64, 256, 4096, 65536)
 EXTRA = 1_024_000
@@ -87,7 +88,7 @@ def main():
                      f" | {r['memd'] / r['memd-pre-telemetry']:.3f} | {r['memd-telemetry'] / r['memd']:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    path = os.path.join(args.out, f"telemetry-instructions-{date.date().isoformat()}.md")
+    path = unused_stem(args.out, "telemetry-instructions", date.date().isoformat()) + ".md"
     with open(path, "w") as f:
         f.write(text)
     print(f"wrote {path}", file=sys.stderr)
