@@ -37,7 +37,6 @@ struct SamplingHooks {
 };
 
 inline constexpr uint32_t kCountedLarge = 0xfffffffeu;
-inline constexpr uint32_t kCountedHuge = 0xffffffffu;
 
 // Sets the hooks and the period (0: no new samples; the hooks still see the
 // frees of earlier ones), for every thread heap;
