@@ -2,12 +2,14 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "heap/block.h"
+#include "heap/crash_point.h"
 #include "heap/page_heap.h"
 #include "heap/recovery.h"
 #include "heap/remote_free.h"
@@ -55,6 +57,22 @@ absl::Status no_memory() {
 }
 
 }  // namespace
+
+LeaseService::LeaseService(PageHeapOwner* pages) : pages_(pages), held_(pages->region().header->max_clients, 0) {}
+
+void LeaseService::hold(uint32_t block, uint32_t client) {
+  auto [it, added] = ledger_.try_emplace(block, client);
+  if (!added) --held_[it->second];
+  it->second = client;
+  ++held_[client];
+}
+
+void LeaseService::drop(uint32_t block) {
+  auto it = ledger_.find(block);
+  if (it == ledger_.end()) return;
+  --held_[it->second];
+  ledger_.erase(it);
+}
 
 absl::Status LeaseService::check_client(uint32_t client) const {
   const heap::Region& r = pages_->region();
@@ -111,6 +129,7 @@ absl::StatusOr<ClientLease> LeaseService::register_client(pid_t pid, uint64_t st
 
 absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uint16_t cls,
                                               heap::OwnerId owner, uint32_t count, AcquiredBlock* out) {
+  std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   const heap::Region& r = pages_->region();
   const heap::SizeClasses& classes = pages_->classes();
@@ -145,30 +164,57 @@ absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uin
     }
   }
   if (n == 0) return no_memory();
+  heap::crash_point("lease.grant");  // blocks owned by the client, not yet in the ledger or answered
+  for (uint32_t i = 0; i < n; ++i) hold(out[i].first.value, client);
   l.blocks.fetch_add(n, std::memory_order_relaxed);
   l.leases.fetch_add(1, std::memory_order_relaxed);
   return n;
 }
 
+bool LeaseService::starts_block(PageIndex p) const {
+  const heap::Region& r = pages_->region();
+  if (p.value >= r.header->page_heap.committed_pages.load(std::memory_order_acquire)) return false;
+  heap::PageDesc d = r.page(p);
+  return (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) && d.block == p.value;
+}
+
 absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
+  std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   const heap::Region& r = pages_->region();
-  uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_acquire);
+  if (n > kMaxReleaseBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("release of ", n, " blocks (at most ", kMaxReleaseBatch, ")"));
+  }
+  // The whole batch is checked before any of it is applied: a request that
+  // names one block the caller does not hold changes nothing.
+  std::vector<uint32_t> sorted(n);
+  for (uint32_t i = 0; i < n; ++i) sorted[i] = blocks[i].value;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("block ", *twice, " named twice in one release"));
+  }
+  heap::OwnerId stash = r.leases[client].stash_owner;
   for (uint32_t i = 0; i < n; ++i) {
     PageIndex p = blocks[i];
-    if (p.value >= committed) return absl::InvalidArgumentError(absl::StrCat("page ", p.value, " is not in the region"));
-    heap::PageDesc d = r.page(p);
-    if ((d.kind != PageKind::kSegregated && d.kind != PageKind::kLarge) || d.block != p.value) {
-      return absl::InvalidArgumentError(absl::StrCat("page ", p.value, " does not start a block"));
+    if (!starts_block(p)) {
+      return absl::InvalidArgumentError(absl::StrCat("page ", p.value, " does not start a block of the region"));
     }
-    heap::BlockDesc& b = r.block(p);
-    // The client disowns a block before giving it back; its stash's blocks
-    // it may give back owned by the stash.
-    uint32_t word = b.owner_word.load(std::memory_order_acquire);
-    if (word != 0 && !(heap::owner_of(word) == r.leases[client].stash_owner &&
-                       b.owner_word.compare_exchange_strong(word, 0))) {
+    auto held = ledger_.find(p.value);
+    if (held == ledger_.end() || held->second != client) {
+      return absl::PermissionDeniedError(absl::StrCat("block ", p.value, " is not leased to lease slot ", client));
+    }
+    // The client disowns a block before giving it back, or gives it back
+    // owned by its stash; owned by one of its thread heaps, it is in use.
+    uint32_t word = r.block(p).owner_word.load(std::memory_order_acquire);
+    if (word != 0 && heap::owner_of(word) != stash) {
       return absl::FailedPreconditionError(absl::StrCat("block ", p.value, " is still owned by ", heap::owner_of(word)));
     }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    PageIndex p = blocks[i];
+    heap::crash_point("lease.give_back");  // part of a batch applied
+    r.block(p).owner_word.store(0, std::memory_order_release);
+    drop(p.value);
     // Trust nothing the client says about the contents: count them.
     uint64_t leaked = 0;
     bool empty = heap::block_repair(r, pages_->classes(), p, &leaked);
@@ -182,6 +228,7 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
 
 absl::StatusOr<AcquiredBlock> LeaseService::acquire_huge(uint32_t client, heap::PageCount pages,
                                                          heap::PageCount align) {
+  std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   if (pages.value == 0 || align.value == 0 || (align.value & (align.value - 1)) != 0) {
     return absl::InvalidArgumentError("huge run of 0 pages or an alignment not a power of two");
@@ -201,30 +248,69 @@ absl::Status check_huge(const heap::Region& r, PageIndex first) {
 }
 }  // namespace
 
+absl::Status LeaseService::check_claimed(uint32_t client, PageIndex first) const {
+  // Any process may free or resize any object, so a huge run is not leased
+  // to one client; the one that frees or resizes it claims it first (its
+  // owner word names the claiming thread heap). A live run is unclaimed: a
+  // request naming it, or naming a run another process claimed (a retry
+  // after the run was freed and leased again, a lie), changes nothing.
+  uint32_t word = pages_->region().block(first).owner_word.load(std::memory_order_acquire);
+  if (word == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("huge object at page ", first.value,
+                                                      " is live: it is not claimed for a free or resize"));
+  }
+  if (!holds_slot(client, heap::owner_of(word))) {
+    return absl::PermissionDeniedError(absl::StrCat("huge object at page ", first.value, " is claimed by owner ",
+                                                    heap::owner_of(word), ", not by lease slot ", client));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LeaseService::release_huge(uint32_t client, PageIndex first) {
+  std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   if (absl::Status s = check_huge(pages_->region(), first); !s.ok()) return s;
+  if (absl::Status s = check_claimed(client, first); !s.ok()) return s;
+  heap::crash_point("lease.release_run");
   pages_->release_huge(first);
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> LeaseService::resize_huge(uint32_t client, PageIndex first, heap::PageCount want,
                                                 bool* zeroed) {
+  std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   if (absl::Status s = check_huge(pages_->region(), first); !s.ok()) return s;
+  if (absl::Status s = check_claimed(client, first); !s.ok()) return s;
   if (want.value == 0) return absl::InvalidArgumentError("resize to 0 pages");
   return pages_->resize_huge(first, want, zeroed);
 }
 
 void LeaseService::client_gone(uint32_t client) {
+  std::lock_guard<std::mutex> g(mu_);
   const heap::Region& r = pages_->region();
   if (client >= r.header->max_clients) return;
   LeaseSlot& l = r.leases[client];
   if (l.state.load(std::memory_order_acquire) != LeaseState::kActive) return;
   l.state.store(LeaseState::kReclaiming, std::memory_order_release);
-  std::vector<PageIndex> keep;
-  pages_->lock();
   uint64_t leaked = 0;
+  // Blocks the client had disowned but not given back yet (in flight at its
+  // death) are ownerless and on no list: nobody else can have them, so they
+  // are taken back with the rest. Blocks its owner slots still own are
+  // reclaim_holder's.
+  std::vector<PageIndex> keep;
+  for (auto it = ledger_.begin(); it != ledger_.end();) {
+    auto here = it++;
+    if (here->second != client) continue;
+    PageIndex p{here->first};
+    ledger_.erase(here);
+    --held_[client];
+    if (!starts_block(p) || r.block(p).owner_word.load(std::memory_order_acquire) != 0) continue;
+    if (heap::block_repair(r, pages_->classes(), p, &leaked)) pages_->release(p);
+    else keep.push_back(p);
+  }
+  heap::crash_point("lease.reclaim");  // in-flight blocks taken back, owned ones not yet
+  pages_->lock();
   heap::reclaim_holder(r, pages_->classes(), client + 1, now_ms(), [&](PageIndex b) { keep.push_back(b); },
                        &leaked);
   pages_->unlock();
@@ -233,6 +319,134 @@ void LeaseService::client_gone(uint32_t client) {
   l.blocks.store(0, std::memory_order_relaxed);
   l.pid = 0;
   l.state.store(LeaseState::kFree, std::memory_order_release);
+}
+
+void LeaseService::rebuild_ledger() {
+  std::lock_guard<std::mutex> g(mu_);
+  const heap::Region& r = pages_->region();
+  const heap::RegionHeader& h = *r.header;
+  ledger_.clear();
+  std::fill(held_.begin(), held_.end(), 0);
+  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    uint32_t n = r.block(p).pages.value;
+    if (!starts_block(p)) {
+      // A free run is stepped over whole: the descriptors inside it may
+      // have been given back (reading them on a full tmpfs faults).
+      i += r.page(p).block == i && n != 0 && n <= committed - i ? n : 1;
+      continue;
+    }
+    if (n == 0 || n > committed - i) n = 1;  // a length overwritten: step carefully
+    heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
+    uint32_t slot = heap::slot_of(owner);
+    if (owner != heap::kNoOwner && slot < h.max_owners) {
+      uint32_t holder = r.slots[slot].in_use.load(std::memory_order_acquire);
+      if (holder >= 1 && holder <= h.max_clients &&
+          r.leases[holder - 1].state.load(std::memory_order_acquire) == LeaseState::kActive) {
+        hold(i, holder - 1);
+      }
+    }
+    i += n;
+  }
+  for (uint32_t c = 0; c < h.max_clients; ++c) {
+    if (r.leases[c].state.load(std::memory_order_acquire) == LeaseState::kActive) {
+      r.leases[c].blocks.store(held_[c], std::memory_order_relaxed);
+    }
+  }
+}
+
+uint64_t LeaseService::blocks_held(uint32_t client) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return client < held_.size() ? held_[client] : 0;
+}
+
+bool LeaseService::check(char* message, size_t message_size) const {
+  std::lock_guard<std::mutex> g(mu_);
+  const heap::Region& r = pages_->region();
+  const heap::RegionHeader& h = *r.header;
+  auto fail = [&](uint32_t page, const char* why) {
+    if (message_size > 0) std::snprintf(message, message_size, "page %u: %s", page, why);
+    return false;
+  };
+  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  std::vector<uint8_t> listed(committed, 0);
+  pages_->lock();
+  for (uint32_t list = 0; list < PageHeapOwner::kAbandonedLists; ++list) {
+    PageIndex p = pages_->abandoned_head(list);
+    for (uint32_t steps = 0; p != heap::kNoPage; ++steps) {
+      if (steps >= committed || p.value >= committed) {
+        pages_->unlock();
+        return fail(p.value, "abandoned list runs out of the region or round a cycle");
+      }
+      if (listed[p.value]) {
+        pages_->unlock();
+        return fail(p.value, "block on the abandoned lists twice");
+      }
+      listed[p.value] = 1;
+      if (!starts_block(p)) {
+        pages_->unlock();
+        return fail(p.value, "abandoned list names a page that does not start a block");
+      }
+      if (r.block(p).owner_word.load(std::memory_order_acquire) != 0) {
+        pages_->unlock();
+        return fail(p.value, "abandoned block has an owner");
+      }
+      p = r.block(p).next;
+    }
+  }
+  pages_->unlock();
+  std::vector<uint64_t> counts(h.max_clients, 0);
+  for (const auto& [block, client] : ledger_) {
+    PageIndex p{block};
+    if (!starts_block(p)) return fail(block, "leased block no longer starts a block");
+    if (client >= h.max_clients || r.leases[client].state.load(std::memory_order_acquire) != LeaseState::kActive) {
+      return fail(block, "block leased to a lease slot that is not active");
+    }
+    if (listed[block]) return fail(block, "block both leased and abandoned");
+    heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
+    if (owner != heap::kNoOwner && heap::slot_of(owner) < h.max_owners &&
+        r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire) != client + 1) {
+      return fail(block, "block leased to one client and owned by another's thread heap");
+    }
+    ++counts[client];
+  }
+  // The other way round: a block a client's thread heap or stash owns was
+  // leased to that client, or two processes may be allocating in it.
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    uint32_t n = r.block(p).pages.value;
+    if (!starts_block(p)) {
+      // A free run is stepped over whole: the descriptors inside it may
+      // have been given back (reading them on a full tmpfs faults).
+      i += r.page(p).block == i && n != 0 && n <= committed - i ? n : 1;
+      continue;
+    }
+    if (n == 0 || n > committed - i) n = 1;  // a length overwritten: step carefully
+    heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
+    if (owner != heap::kNoOwner && heap::slot_of(owner) < h.max_owners) {
+      uint32_t holder = r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire);
+      if (holder >= 1 && holder <= h.max_clients) {
+        auto held = ledger_.find(i);
+        if (held == ledger_.end() || held->second != holder - 1) {
+          return fail(i, "block owned by a client's thread heap but not leased to that client");
+        }
+      }
+    }
+    i += n;
+  }
+  for (uint32_t c = 0; c < h.max_clients; ++c) {
+    if (r.leases[c].state.load(std::memory_order_acquire) != LeaseState::kActive) continue;
+    if (r.leases[c].blocks.load(std::memory_order_relaxed) != counts[c]) {
+      if (message_size > 0) {
+        std::snprintf(message, message_size, "lease slot %u: counts %llu blocks, holds %llu", c,
+                      static_cast<unsigned long long>(r.leases[c].blocks.load()),
+                      static_cast<unsigned long long>(counts[c]));
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace memd::client

@@ -13,12 +13,22 @@
 //   client_gone        the process died or disconnected: everything it held
 //                      is taken back (empty blocks freed, others abandoned
 //                      for the next client to adopt)
+//
+// What a client holds is kept here, in the owner's own memory (the ledger),
+// not in the region: every process of a region can write the region, so a
+// block's owner word alone cannot prove who leased it. A release names only
+// blocks the ledger gives to the caller; a huge run is released or resized
+// only by a caller that has claimed it (its owner word names an owner slot
+// the caller holds). A batch is checked whole before any of it is applied.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/page_heap_owner.h"
@@ -34,10 +44,12 @@ struct ClientLease {
 };
 
 inline constexpr uint32_t kMaxLeaseBatch = 32;
+// Blocks one release may name (a client gives back a stash at most).
+inline constexpr uint32_t kMaxReleaseBatch = 1024;
 
 class LeaseService {
  public:
-  explicit LeaseService(PageHeapOwner* pages) : pages_(pages) {}
+  explicit LeaseService(PageHeapOwner* pages);
 
   absl::StatusOr<ClientLease> register_client(pid_t pid, uint64_t start_time);
   // Up to `count` (<= kMaxLeaseBatch) blocks. The first may be adopted (then
@@ -58,11 +70,34 @@ class LeaseService {
   // Takes back everything the client held and frees its lease slot.
   void client_gone(uint32_t client);
 
+  // After the region was opened keeping the leases of clients that outlived
+  // the previous owner: the ledger is rebuilt from the blocks those clients'
+  // owner slots own, and each lease slot's block count is recounted.
+  void rebuild_ledger();
+  // Blocks the ledger gives to `client` now.
+  uint64_t blocks_held(uint32_t client) const;
+  // Verifies what the owner keeps outside the page heap: the abandoned lists
+  // (no cycle, no block twice, nothing owned or leased on them), the ledger
+  // (each entry starts a block, no block held by two clients, counts agree
+  // with the lease table). False and a message if broken.
+  bool check(char* message, size_t message_size) const;
+
  private:
   absl::Status check_client(uint32_t client) const;
   bool holds_slot(uint32_t client, heap::OwnerId owner) const;
+  // Whether `p` starts a segregated or large block.
+  bool starts_block(heap::PageIndex p) const;
+  // REQUIRES: the huge run at `first` exists. OK if its owner word names an
+  // owner slot `client` holds: the client claimed it.
+  absl::Status check_claimed(uint32_t client, heap::PageIndex first) const;
 
   PageHeapOwner* pages_;
+  mutable std::mutex mu_;  // guards ledger_; taken before the page heap's lock
+  // Block (its first page) -> lease slot of the client it is leased to.
+  absl::flat_hash_map<uint32_t, uint32_t> ledger_;
+  std::vector<uint64_t> held_;  // by lease slot: its blocks in the ledger
+  void hold(uint32_t block, uint32_t client);
+  void drop(uint32_t block);
 };
 
 // The start time of process `pid` (clock ticks after boot, /proc/pid/stat),

@@ -65,6 +65,25 @@ PageIndex* PageHeapOwner::abandoned_list(PageKind kind, uint16_t cls) {
   return kind == PageKind::kLarge ? &abandoned_[heap::kMaxSegregatedClasses] : &abandoned_[cls];
 }
 
+bool PageHeapOwner::listable(PageIndex p) const {
+  if (p.value >= region_.header->page_heap.committed_pages.load(std::memory_order_acquire)) return false;
+  heap::PageDesc d = region_.page(p);
+  return d.block == p.value && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
+         region_.block(p).owner_word.load(std::memory_order_acquire) == 0;
+}
+
+void PageHeapOwner::cut_list_locked(PageIndex* link) {
+  *link = kNoPage;
+  lists_cut_.fetch_add(1, std::memory_order_relaxed);
+  // The count is of listed blocks: recount what is left.
+  uint32_t left = 0;
+  uint32_t bound = region_.header->page_heap.committed_pages.load(std::memory_order_acquire);
+  for (PageIndex head : abandoned_) {
+    for (uint32_t steps = 0; head != kNoPage && steps < bound; ++steps, ++left) head = region_.block(head).next;
+  }
+  abandoned_count_.store(left, std::memory_order_relaxed);
+}
+
 AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId owner) {
   lock();
   // Adopt before taking fresh pages: reuses the free space of dead threads
@@ -74,6 +93,10 @@ AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId 
   PageIndex* link = abandoned_list(kind, cls);
   for (int looked = 0; *link != kNoPage && looked < kAdoptionScan; ++looked) {
     PageIndex p = *link;
+    if (!listable(p) || region_.block(p).kind != kind || (kind == PageKind::kSegregated && region_.block(p).cls != cls)) {
+      cut_list_locked(link);
+      break;
+    }
     BlockDesc& b = region_.block(p);
     bool full = kind == PageKind::kSegregated && b.used * classes_.info(cls).size >= classes_.info(cls).end &&
                 b.remote_head.load(std::memory_order_acquire) == 0;
@@ -125,10 +148,17 @@ void PageHeapOwner::sweep_if_hinted_locked(uint32_t now) {
 }
 
 void PageHeapOwner::sweep_abandoned_locked(uint32_t now) {
+  // No list can hold more blocks than the region has pages: a walk past
+  // that is going round a cycle.
+  uint32_t bound = region_.header->page_heap.committed_pages.load(std::memory_order_acquire);
   for (PageIndex& head : abandoned_) {
     PageIndex* link = &head;
-    while (*link != kNoPage) {
+    for (uint32_t steps = 0; *link != kNoPage; ++steps) {
       PageIndex p = *link;
+      if (steps >= bound || !listable(p)) {
+        cut_list_locked(link);
+        break;
+      }
       BlockDesc& b = region_.block(p);
       bool empty = false;
       if (b.remote_head.load(std::memory_order_acquire) != 0) {

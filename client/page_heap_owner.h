@@ -47,6 +47,13 @@ class PageHeapOwner final : public heap::BlockSource {
   // Collects remote frees into abandoned blocks; releases the empty ones.
   void sweep_abandoned();
   size_t abandoned_blocks() const { return abandoned_count_.load(std::memory_order_relaxed); }
+  // The abandoned lists, for checks: one per segregated class, the last for
+  // large blocks. Their links live in the region, where any process of it
+  // can write; every walk here is bounded and stops at a link that does not
+  // name an ownerless block (the rest of the list is cut, and counted).
+  static constexpr uint32_t kAbandonedLists = heap::kMaxSegregatedClasses + 1;
+  heap::PageIndex abandoned_head(uint32_t list) const { return abandoned_[list]; }
+  uint64_t abandoned_lists_cut() const { return lists_cut_.load(std::memory_order_relaxed); }
   // Walks every block. Exact when no other thread allocates meanwhile.
   heap::RegionStats stat();
   // Verifies every invariant of the region; false and a message if broken.
@@ -73,6 +80,11 @@ class PageHeapOwner final : public heap::BlockSource {
   void finish_purge_locked(heap::PurgeBatch* batch);
   bool under_memory_pressure(uint32_t now_ms);
   heap::PageIndex* abandoned_list(heap::PageKind kind, uint16_t cls);
+  // Whether `p` may stand on an abandoned list: an ownerless segregated or
+  // large block of the region.
+  bool listable(heap::PageIndex p) const;
+  // Cuts an abandoned list at `link` (a cycle or a link overwritten).
+  void cut_list_locked(heap::PageIndex* link);
 
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   heap::MemorySource* source_ = nullptr;
@@ -80,6 +92,7 @@ class PageHeapOwner final : public heap::BlockSource {
   heap::SizeClasses classes_{heap::HeapParams{}};
   heap::PageIndex abandoned_[heap::kMaxSegregatedClasses + 1];  // last: large blocks
   std::atomic<uint32_t> abandoned_count_{0};
+  std::atomic<uint64_t> lists_cut_{0};
   uint32_t swept_hint_ = 0;  // abandoned_frees at the last sweep
   uint32_t last_pressure_check_ms_ = 0;
   uint32_t refault_decayed_ms_ = 0;

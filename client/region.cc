@@ -115,7 +115,9 @@ absl::Status start_leasing(RegionImpl* r, const client::ClientLease& lease) {
   r->lease = lease;
   r->leased = std::make_unique<client::LeasedBlocks>();
   r->leased->init(r->region, r->channel.get(), r->lease);
-  return attach_threads(r, r->leased.get(), r->lease.holder);
+  if (absl::Status s = attach_threads(r, r->leased.get(), r->lease.holder); !s.ok()) return s;
+  r->pool.stranger()->set_claim_id(lease.stash);
+  return absl::OkStatus();
 }
 
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
@@ -134,7 +136,7 @@ absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_
 // rebuilds the derived state, and after a crash repairs it), then marks it open.
 // With `kept` null, a live client of the previous owner makes this fail;
 // otherwise its lease is kept (and listed).
-absl::Status take_ownership(RegionImpl* impl, std::vector<Region::KeptLease>* kept = nullptr) {
+absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region::KeptLease>* kept = nullptr) {
   heap::RegionHeader& h = *impl->region.header;
   bool clean = h.clean_close.load(std::memory_order_acquire) == 1;
   // Clients of an owner that crashed may still be running on their blocks;
@@ -174,6 +176,11 @@ absl::Status take_ownership(RegionImpl* impl, std::vector<Region::KeptLease>* ke
   h.generation.fetch_add(1);
   h.clean_close.store(0, std::memory_order_release);
   impl->service = std::make_unique<client::LeaseService>(impl->pages.get());
+  impl->service->rebuild_ledger();
+  if (!allocates) {
+    impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
+    return absl::OkStatus();
+  }
   return attach_threads(impl, impl->pages.get(), heap::kProcessHolder);
 }
 
@@ -249,7 +256,7 @@ Region::~Region() {
   // discipline's own close event would come too late to reach the handler.
   r.event(RegionEvent::kClose, r.region.base, "region closing");
   r.source->set_event_handler(nullptr, nullptr);
-  if (r.read_only) return;
+  if (r.read_only || r.damaged) return;
   r.server.reset();  // no new leases
   r.detach_all();
   if (r.owner()) {
@@ -310,7 +317,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   impl->region = attach_view(*impl->source);
   // A new region has nothing to recover: not a crash to count.
   impl->region.header->clean_close.store(1, std::memory_order_release);
-  if (absl::Status s = take_ownership(impl.get()); !s.ok()) return fail(s);
+  if (absl::Status s = take_ownership(impl.get(), options.owner_allocates); !s.ok()) return fail(s);
   return std::unique_ptr<Region>(new Region(std::move(impl)));
 }
 
@@ -348,7 +355,9 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> open_as_owner(std::string_view name,
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
   r->region = attach_view(*r->source);
-  if (absl::Status s = take_ownership(r, kept); !s.ok()) return s;
+  // Clients of a previous owner are kept only by an owner that serves them
+  // (the daemon), which does not allocate itself.
+  if (absl::Status s = take_ownership(r, kept == nullptr, kept); !s.ok()) return s;
   return impl;
 }
 

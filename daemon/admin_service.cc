@@ -46,13 +46,16 @@ grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest*
     if (!regions.ok()) return regions.status();
     for (auto& r : *regions) {
       std::lock_guard<std::mutex> g(r->lock);
-      if (r->region == nullptr) continue;  // removed meanwhile
+      absl::Status s = r->usable();
+      if (absl::IsNotFound(s)) continue;  // removed meanwhile
       v1::CheckResult* out = resp->add_results();
       out->set_region(r->record.name);
       // Blocks client threads own change under the check: their insides are
       // left out rather than misreported (with no client, none is owned).
       uint32_t skipped = 0;
-      absl::Status s = r->region->check_while_in_use(&skipped);
+      if (s.ok()) s = r->region->check_while_in_use(&skipped);
+      // A fault contained during the check means it read zeros: it says so.
+      if (absl::Status after = r->usable(); !after.ok()) s = after;
       out->set_blocks_skipped(skipped);
       out->set_ok(s.ok());
       out->set_message(s.ok() ? "ok" : std::string(s.message()));
@@ -69,9 +72,10 @@ grpc::Status AdminService::Compact(grpc::ServerContext* c, const v1::CompactRequ
     uint64_t before = 0, after = 0;
     for (auto& r : *regions) {
       std::lock_guard<std::mutex> g(r->lock);
-      if (r->region == nullptr) continue;
+      if (!r->usable().ok()) continue;
       before += backing_bytes(*r);
       r->region->compact();
+      (void)r->usable();
       after += backing_bytes(*r);
     }
     resp->set_backing_bytes_before(before);
@@ -119,9 +123,9 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
         li->set_region(a.region->record.name);
         li->set_lease_slot(a.slot);
         std::lock_guard<std::mutex> g(a.region->lock);
-        if (a.region->region == nullptr || a.slot == kNoLeaseSlot) continue;
+        if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
         const heap::LeaseSlot& l = a.region->region->impl()->region.leases[a.slot];
-        li->set_blocks(l.blocks.load());
+        li->set_blocks(a.region->leases()->blocks_held(a.slot));
         li->set_leases(l.leases.load());
       }
     }

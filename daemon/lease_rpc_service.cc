@@ -1,7 +1,6 @@
 // Leases: blocks and page runs for a session's process, through the
 // region's LeaseService (which checks every request against the lease table
 // and the page descriptors) under the region's lock.
-#include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/handler.h"
 
@@ -24,7 +23,18 @@ absl::StatusOr<Target> target(DaemonState* state, const Caller& who, uint32_t ha
   return Target{a->region, a->slot};
 }
 
-absl::Status removed() { return absl::NotFoundError("the region was removed"); }
+// Runs `op` on the target's region under its lock. The region is asked
+// whether it is still usable before and again after: a fault contained while
+// `op` touched its memory means `op` read zeros where data was, so its
+// answer is not given.
+template <class F>
+absl::Status locked(const Target& t, F op) {
+  std::lock_guard<std::mutex> g(t.region->lock);
+  if (absl::Status s = t.region->usable(); !s.ok()) return s;
+  absl::Status result = op();
+  if (absl::Status s = t.region->usable(); !s.ok()) return s;
+  return result;
+}
 
 }  // namespace
 
@@ -40,27 +50,27 @@ grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseReque
     }
     if (req->size_class() > UINT16_MAX) return absl::InvalidArgumentError(absl::StrCat("no size class ", req->size_class()));
     uint32_t count = req->count();
-    std::lock_guard<std::mutex> g(t->region->lock);
-    if (t->region->region == nullptr) return removed();
-    if (uint64_t quota = state_->config->client_block_quota; quota != 0 && count != 0) {
-      uint64_t held = t->region->region->impl()->region.leases[t->slot].blocks.load();
-      if (held >= quota) {
-        return absl::ResourceExhaustedError(absl::StrCat("pid ", who.peer.pid, " holds ", held, " blocks of region \"",
-                                                         t->region->record.name, "\", its quota (client-block-quota)"));
+    return locked(*t, [&]() -> absl::Status {
+      if (uint64_t quota = state_->config->client_block_quota; quota != 0 && count != 0) {
+        uint64_t held = t->region->leases()->blocks_held(t->slot);
+        if (held >= quota) {
+          return absl::ResourceExhaustedError(absl::StrCat("pid ", who.peer.pid, " holds ", held, " blocks of region \"",
+                                                           t->region->record.name, "\", its quota (client-block-quota)"));
+        }
+        count = static_cast<uint32_t>(std::min<uint64_t>(count, quota - held));
       }
-      count = static_cast<uint32_t>(std::min<uint64_t>(count, quota - held));
-    }
-    heap::AcquiredBlock blocks[client::kMaxLeaseBatch];
-    absl::StatusOr<uint32_t> n = t->region->leases()->lease(t->slot, kind, static_cast<uint16_t>(req->size_class()),
-                                                            req->owner(), count, blocks);
-    if (!n.ok()) return n.status();
-    for (uint32_t i = 0; i < *n; ++i) {
-      v1::LeasedBlock* b = resp->add_blocks();
-      b->set_page(blocks[i].first.value);
-      b->set_adopted(blocks[i].adopted);
-      b->set_zeroed(blocks[i].zeroed);
-    }
-    return absl::OkStatus();
+      heap::AcquiredBlock blocks[client::kMaxLeaseBatch];
+      absl::StatusOr<uint32_t> n = t->region->leases()->lease(t->slot, kind, static_cast<uint16_t>(req->size_class()),
+                                                              req->owner(), count, blocks);
+      if (!n.ok()) return n.status();
+      for (uint32_t i = 0; i < *n; ++i) {
+        v1::LeasedBlock* b = resp->add_blocks();
+        b->set_page(blocks[i].first.value);
+        b->set_adopted(blocks[i].adopted);
+        b->set_zeroed(blocks[i].zeroed);
+      }
+      return absl::OkStatus();
+    });
   });
 }
 
@@ -71,9 +81,9 @@ grpc::Status LeaseRpcService::Release(grpc::ServerContext* c, const v1::ReleaseR
     std::vector<heap::PageIndex> pages;
     pages.reserve(req->pages_size());
     for (uint32_t p : req->pages()) pages.push_back(heap::PageIndex{p});
-    std::lock_guard<std::mutex> g(t->region->lock);
-    if (t->region->region == nullptr) return removed();
-    return t->region->leases()->give_back(t->slot, pages.data(), static_cast<uint32_t>(pages.size()));
+    return locked(*t, [&] {
+      return t->region->leases()->give_back(t->slot, pages.data(), static_cast<uint32_t>(pages.size()));
+    });
   });
 }
 
@@ -82,15 +92,15 @@ grpc::Status LeaseRpcService::LeaseRun(grpc::ServerContext* c, const v1::LeaseRu
   return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
-    std::lock_guard<std::mutex> g(t->region->lock);
-    if (t->region->region == nullptr) return removed();
     uint32_t align = req->align_pages() == 0 ? 1 : req->align_pages();
-    absl::StatusOr<heap::AcquiredBlock> b =
-        t->region->leases()->acquire_huge(t->slot, heap::PageCount{req->pages()}, heap::PageCount{align});
-    if (!b.ok()) return b.status();
-    resp->mutable_run()->set_page(b->first.value);
-    resp->mutable_run()->set_zeroed(b->zeroed);
-    return absl::OkStatus();
+    return locked(*t, [&]() -> absl::Status {
+      absl::StatusOr<heap::AcquiredBlock> b =
+          t->region->leases()->acquire_huge(t->slot, heap::PageCount{req->pages()}, heap::PageCount{align});
+      if (!b.ok()) return b.status();
+      resp->mutable_run()->set_page(b->first.value);
+      resp->mutable_run()->set_zeroed(b->zeroed);
+      return absl::OkStatus();
+    });
   });
 }
 
@@ -99,9 +109,7 @@ grpc::Status LeaseRpcService::ReleaseRun(grpc::ServerContext* c, const v1::Relea
   return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
-    std::lock_guard<std::mutex> g(t->region->lock);
-    if (t->region->region == nullptr) return removed();
-    return t->region->leases()->release_huge(t->slot, heap::PageIndex{req->page()});
+    return locked(*t, [&] { return t->region->leases()->release_huge(t->slot, heap::PageIndex{req->page()}); });
   });
 }
 
@@ -110,15 +118,15 @@ grpc::Status LeaseRpcService::ResizeRun(grpc::ServerContext* c, const v1::Resize
   return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     absl::StatusOr<Target> t = target(state_, who, req->region());
     if (!t.ok()) return t.status();
-    std::lock_guard<std::mutex> g(t->region->lock);
-    if (t->region->region == nullptr) return removed();
-    bool zeroed = false;
-    absl::StatusOr<bool> ok =
-        t->region->leases()->resize_huge(t->slot, heap::PageIndex{req->page()}, heap::PageCount{req->pages()}, &zeroed);
-    if (!ok.ok()) return ok.status();
-    resp->set_resized(*ok);
-    resp->set_zeroed(zeroed);
-    return absl::OkStatus();
+    return locked(*t, [&]() -> absl::Status {
+      bool zeroed = false;
+      absl::StatusOr<bool> ok = t->region->leases()->resize_huge(t->slot, heap::PageIndex{req->page()},
+                                                                 heap::PageCount{req->pages()}, &zeroed);
+      if (!ok.ok()) return ok.status();
+      resp->set_resized(*ok);
+      resp->set_zeroed(zeroed);
+      return absl::OkStatus();
+    });
   });
 }
 

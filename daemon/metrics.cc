@@ -71,6 +71,12 @@ uint64_t resident_bytes(char* base, uint64_t bytes) {
 void collect_regions(DaemonState* state, Families* f) {
   std::vector<std::shared_ptr<ServedRegion>> regions = state->regions->list();
   f->gauge("memd_regions", "Regions the daemon serves.", {}, static_cast<double>(regions.size()));
+  double damaged = 0;
+  for (const auto& r : regions) damaged += r->damaged.load(std::memory_order_acquire);
+  f->gauge("memd_regions_damaged",
+           "Regions listed but not served: their backing was truncated or had no page where one was needed, or "
+           "they could not be opened at start (memdctl regions shows why).",
+           {}, damaged);
   for (const auto& r : regions) {
     Labels l{{"region", r->record.name}};
     f->gauge("memd_region_capacity_bytes", "The region's reservation of data pages, in bytes.", l,
@@ -84,7 +90,7 @@ void collect_regions(DaemonState* state, Families* f) {
                static_cast<double>(sb.st_blocks) * 512);
     }
     std::lock_guard<std::mutex> g(r->lock);
-    if (r->region == nullptr) continue;
+    if (!r->usable().ok()) continue;
     RegionImpl* impl = r->region->impl();
     const heap::RegionHeader& h = *impl->region.header;
     heap::RegionStats st = r->region->stat();
@@ -107,7 +113,7 @@ void collect_regions(DaemonState* state, Families* f) {
     uint64_t leased = 0, dead = 0;
     for (uint32_t i = 0; i < h.max_clients; ++i) {
       const heap::LeaseSlot& s = impl->region.leases[i];
-      leased += s.blocks.load();
+      leased += r->leases()->blocks_held(i);  // the daemon's ledger, not the writable lease table
       if (s.state.load() == heap::LeaseState::kActive && client::process_start_time(s.pid) != s.start_time) ++dead;
     }
     f->gauge("memd_region_blocks", "Blocks by state: leased to clients, abandoned (waiting for adoption).",
@@ -139,11 +145,12 @@ void collect_clients(DaemonState* state, Families* f) {
     uint64_t lease_rpcs = 0;
     for (const auto& [h, a] : state->sessions->attachments(*s)) {
       std::lock_guard<std::mutex> g(a.region->lock);
-      if (a.region->region == nullptr || a.slot == kNoLeaseSlot) continue;
+      if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
       const heap::LeaseSlot& l = a.region->region->impl()->region.leases[a.slot];
       lease_rpcs += l.leases.load();
       f->gauge("memd_client_leased_blocks", "Blocks leased to the client now.",
-               {{"client", client}, {"region", a.region->record.name}}, static_cast<double>(l.blocks.load()));
+               {{"client", client}, {"region", a.region->record.name}},
+               static_cast<double>(a.region->leases()->blocks_held(a.slot)));
     }
     f->counter("memd_client_lease_rpcs_total", "Lease RPCs the daemon served for the client.", {{"client", client}},
                static_cast<double>(lease_rpcs));
@@ -268,7 +275,7 @@ bool region_object_live(DaemonState* state, const std::string& region, uint64_t 
   std::shared_ptr<ServedRegion> r = state->regions->find(region);
   if (r == nullptr) return false;
   std::lock_guard<std::mutex> g(r->lock);
-  if (r->region == nullptr) return false;
+  if (!r->usable().ok()) return false;
   RegionImpl* impl = r->region->impl();
   uint64_t committed = uint64_t{impl->region.header->page_heap.committed_pages.load()} * heap::kPageSize;
   if (offset >= committed) return false;

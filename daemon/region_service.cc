@@ -37,7 +37,7 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     resp->set_created(created);
     {
       std::lock_guard<std::mutex> g((*r)->lock);
-      if ((*r)->region == nullptr) return absl::NotFoundError("the region was removed");
+      if (absl::Status s = (*r)->usable(); !s.ok()) return s;
       const heap::Region& hr = (*r)->region->impl()->region;
       resp->set_generation(hr.header->generation.load());
       if (at->slot != kNoLeaseSlot) {
@@ -104,12 +104,19 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
   out->set_clients(r.attached.load());
   out->set_lease_rpcs(r.lease_rpcs.load());
   std::lock_guard<std::mutex> g(r.lock);
-  if (r.region == nullptr) return;
+  if (!r.usable().ok()) {
+    out->set_damage(r.damage);
+    return;
+  }
   heap::RegionStats st = r.region->stat();
+  if (!r.usable().ok()) {
+    out->set_damage(r.damage);
+    return;
+  }
   RegionImpl* impl = r.region->impl();
   const heap::RegionHeader& h = *impl->region.header;
   uint64_t leased = 0;
-  for (uint32_t i = 0; i < h.max_clients; ++i) leased += impl->region.leases[i].blocks.load();
+  for (uint32_t i = 0; i < h.max_clients; ++i) leased += r.leases()->blocks_held(i);
   struct stat sb {};
   if (stat(object_os_path(rec).c_str(), &sb) == 0) out->set_backing_bytes(uint64_t(sb.st_blocks) * 512);
   out->set_pages_total(h.max_pages);

@@ -121,7 +121,7 @@ absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_pt
   Attachment a{region, kNoLeaseSlot};
   if (!read_only) {
     std::lock_guard<std::mutex> rg(region->lock);
-    if (region->region == nullptr) return absl::NotFoundError("the region was removed");
+    if (absl::Status u = region->usable(); !u.ok()) return u;
     absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
     if (!lease.ok()) return lease.status();
     a.slot = lease->slot;
@@ -173,8 +173,7 @@ absl::Status SessionTable::detach(Session& s, uint32_t handle) {
 void SessionTable::reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why) {
   std::lock_guard<std::mutex> rg(region->lock);
   if (region->region == nullptr) return;
-  const heap::LeaseSlot& l = region->region->impl()->region.leases[slot];
-  uint64_t blocks = l.blocks.load();
+  uint64_t blocks = region->leases()->blocks_held(slot);
   region->leases()->client_gone(slot);
   log_info("pid ", pid, " ", why, ": lease ", slot, " in region \"", region->record.name, "\" taken back (", blocks,
            " block(s))");

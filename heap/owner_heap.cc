@@ -34,6 +34,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   classes_ = classes;
   source_ = source;
   id_ = id;
+  claim_id_ = id;
   my_slot_ = &r.slots[slot_of(id)];
   huge_cache_ = kNoPage;
   secret_ = r.header->secret;
@@ -441,11 +442,13 @@ FreeStatus OwnerHeap::free_big_uncounted(void* p, const PointerInfo& at) {
 
 FreeStatus OwnerHeap::free_huge(PageIndex run) {
   // Claim the run: a live huge object has owner word 0. A second free,
-  // even a racing one, finds it taken.
+  // even a racing one, finds it taken. The claim names this thread heap, so
+  // that a shared region's owner releases the run only for the process that
+  // claimed it, and takes it back if that process dies first.
   BlockDesc& b = region_.block(run);
   uint32_t expected = 0;
   bool cache = huge_cache_allowed_ && b.pages.value <= kHugeCachePages;
-  if (!b.owner_word.compare_exchange_strong(expected, cache ? id_ << 1 : 1, std::memory_order_acq_rel)) {
+  if (!b.owner_word.compare_exchange_strong(expected, claim_id_ << 1, std::memory_order_acq_rel)) {
     return FreeStatus::kDoubleFree;
   }
   if (!cache) {
@@ -566,8 +569,16 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
       if (size <= classes_->large_max() || at.in_block != 0 || size > kMaxHugeBytes) return false;
       bool zeroed = false;
       PageCount want = pages_for(size);
-      if (want == region_.block(at.block).pages) return true;
-      if (!source_->resize_huge(at.block, want, &zeroed)) return false;
+      BlockDesc& b = region_.block(at.block);
+      if (want == b.pages) return true;
+      // Claimed while its pages change (as a free claims it), so that the
+      // region's owner knows the request comes from a holder of the object;
+      // a run claimed already is being freed: not ours to resize.
+      uint32_t expected = 0;
+      if (!b.owner_word.compare_exchange_strong(expected, claim_id_ << 1, std::memory_order_acq_rel)) return false;
+      bool resized = source_->resize_huge(at.block, want, &zeroed);
+      b.owner_word.store(0, std::memory_order_release);
+      if (!resized) return false;
       count_resized(counters_->huge, have, want.bytes());
       return true;
     }

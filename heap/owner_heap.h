@@ -153,6 +153,10 @@ class OwnerHeap {
   // Never keep a freed huge run for reuse: for a heap used by many threads
   // at once (the arena's stranger).
   void disable_huge_cache() { huge_cache_allowed_ = false; }
+  // The owner id a huge free or resize claims its run with (this heap's own
+  // id unless set): the stranger of a leasing process claims with the
+  // process's stash id, an owner slot the region's owner knows it holds.
+  void set_claim_id(OwnerId id) { claim_id_ = id; }
 
  private:
   // A doubly linked list of blocks through BlockDesc::prev/next.
@@ -241,6 +245,7 @@ class OwnerHeap {
   const SizeClasses* classes_ = nullptr;
   BlockSource* source_ = nullptr;
   OwnerId id_ = kNoOwner;
+  OwnerId claim_id_ = kNoOwner;  // see set_claim_id
   const OwnerSlot* my_slot_ = nullptr;
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "heap/block.h"
+#include "heap/crash_point.h"
 #include "heap/large_heap.h"
 #include "heap/page_heap.h"
 #include "heap/remote_free.h"
@@ -198,6 +199,7 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
   }
   for (uint32_t i = 0; i < h.max_clients; ++i) {
     if (live_leases == nullptr || live_leases[i] == 0) {
+      r.leases[i].blocks.store(0, std::memory_order_relaxed);  // what it held is taken back below
       r.leases[i].state.store(LeaseState::kFree, std::memory_order_release);
     }
   }
@@ -213,6 +215,7 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
   h.abandoned_frees.store(0, std::memory_order_relaxed);
 
   uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  crash_point("recovery.slots");  // slots closed, the page heap not yet rebuilt
   page_heap_reset(r);
   uint32_t gap_start = UINT32_MAX;
   auto close_gap = [&](uint32_t end) {
@@ -253,6 +256,7 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
       p += n;
       continue;
     }
+    crash_point("recovery.repair");  // some blocks repaired, others not
     uint32_t word = b.owner_word.exchange(0, std::memory_order_acq_rel);
     bool empty;
     if (d.kind == PageKind::kHuge) {
