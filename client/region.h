@@ -72,6 +72,11 @@ struct RegionOptions {
   uint32_t max_clients = 64;    // processes attached at once
   uint32_t max_roots = 256;     // named roots
   mode_t mode = 0600;           // permissions of a created object
+  // Whether the owner allocates in the region itself. An owner that only
+  // serves leases to other processes (the daemon) says false: it then maps
+  // no thread heaps and takes no slot of the process's heap table, so it
+  // may own as many regions as it likes; alloc on it fails with EPERM.
+  bool owner_allocates = true;
   heap::HeapParams params;
   // Exception events from the start (kOpen included); set_event_handler
   // changes it later.
@@ -117,7 +122,8 @@ class Region {
   // daemon): clients of the previous owner that still run keep their lease
   // slots and blocks untouched, to resume them with this owner; `kept`
   // lists them. The caller must reclaim each one whose process later exits
-  // without resuming (lease_service()->client_gone).
+  // without resuming (lease_service()->client_gone). The owner only serves
+  // leases (RegionOptions::owner_allocates false).
   static absl::StatusOr<std::unique_ptr<Region>> open_keeping_clients(std::string_view name, Discipline discipline,
                                                                       Method method, std::vector<KeptLease>* kept);
   // Attaches to a region through a lease channel already registered with
@@ -195,6 +201,13 @@ class Region {
   // owns now; *skipped counts the owned blocks whose inside was left out.
   absl::Status check_while_in_use(uint32_t* skipped);
   heap::RegionStats stat();
+  // Whether the region's object still backs its whole mapping (DATA_LOSS if
+  // it was truncated, or a page fault found no backing). A region that fails
+  // this must not be used any more: see disciplines/fault_guard.h.
+  absl::Status backing_status() const;
+  // For a region whose backing failed: closing it then touches none of its
+  // memory (no clean close is marked, so the next open recovers it).
+  void mark_damaged();
   // What this process's thread heaps did here (telemetry), cumulative.
   heap::CounterSnapshot counters() const;
 

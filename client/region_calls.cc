@@ -52,6 +52,10 @@ void Region::free(void* p) noexcept {
     errno = EROFS;
     return;
   }
+  if (!impl_->registered) {
+    errno = EPERM;
+    return;
+  }
   if (!contains(p)) {
     impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
     client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Region::free", p,
@@ -134,7 +138,8 @@ void Region::compact() {
 
 absl::Status Region::check() {
   char message[256];
-  bool ok = impl_->pages ? impl_->pages->check(message, sizeof message)
+  bool ok = impl_->pages ? impl_->pages->check(message, sizeof message) &&
+                               impl_->service->check(message, sizeof message)
                          : heap::region_check(impl_->region, *impl_->classes, message, sizeof message);
   if (ok) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
@@ -143,7 +148,9 @@ absl::Status Region::check() {
 absl::Status Region::check_while_in_use(uint32_t* skipped) {
   if (!impl_->pages) return absl::FailedPreconditionError("only the region's owner checks it while in use");
   char message[256];
-  if (impl_->pages->check(message, sizeof message, true, skipped)) return absl::OkStatus();
+  if (impl_->pages->check(message, sizeof message, true, skipped) && impl_->service->check(message, sizeof message)) {
+    return absl::OkStatus();
+  }
   return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
 }
 
@@ -157,6 +164,9 @@ heap::RegionStats Region::stat() {
   if (impl_->pages) return impl_->pages->stat();
   return heap::region_stat(impl_->region, *impl_->classes);
 }
+
+absl::Status Region::backing_status() const { return impl_->source->backing_status(); }
+void Region::mark_damaged() { impl_->damaged = true; }
 
 void Region::set_event_handler(RegionEventHandler handler, void* context) {
   impl_->handler = handler;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,7 @@ class RegionImpl {
   heap::Region region{};
   std::unique_ptr<heap::SizeClasses> classes;
   bool read_only = false;
+  bool damaged = false;  // its backing failed: closing touches none of its memory
 
   // Owner side (set iff this process owns the region).
   std::unique_ptr<client::PageHeapOwner> pages;
@@ -47,7 +49,15 @@ class RegionImpl {
   void* handler_context = nullptr;
 
   bool owner() const { return pages != nullptr; }
-  heap::OwnerHeap* thread_heap() { return client::thread_heap(handle); }
+  // This thread's heap of the region; nullptr and EPERM for an owner that
+  // only serves leases (it has none).
+  heap::OwnerHeap* thread_heap() {
+    if (!registered) {
+      errno = EPERM;
+      return nullptr;
+    }
+    return client::thread_heap(handle);
+  }
   void event(RegionEvent e, const void* address, const char* what) const {
     if (handler != nullptr) handler(handler_context, e, address, what);
   }

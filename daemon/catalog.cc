@@ -49,7 +49,8 @@ absl::Status Catalog::save(const CatalogRecord& r) const {
   std::string text = absl::StrCat("name = ", r.name, "\ndiscipline = ", static_cast<uint32_t>(r.discipline),
                                   "\nmethod = ", static_cast<uint32_t>(r.method), "\nobject = ", r.object,
                                   "\nowner_uid = ", r.owner_uid, "\nowner_gid = ", r.owner_gid, "\nmode = ", r.mode,
-                                  "\nmax_bytes = ", r.max_bytes, "\ncreated_ms = ", r.created_ms, "\n");
+                                  "\nmax_bytes = ", r.max_bytes, "\ncreated_ms = ", r.created_ms, "\n",
+                                  r.creating ? "creating = 1\n" : "");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
@@ -93,6 +94,7 @@ absl::StatusOr<std::vector<CatalogRecord>> Catalog::load() const {
       else if (key == "mode") r.mode = static_cast<uint32_t>(n);
       else if (key == "max_bytes") r.max_bytes = n;
       else if (key == "created_ms") r.created_ms = n;
+      else if (key == "creating") r.creating = n != 0;
     }
     if (bad || r.name.empty() || r.object.empty()) {
       log_warning("catalog record ", file, " is malformed; its region is not served");

@@ -27,6 +27,10 @@ struct CatalogRecord {
   uint32_t mode = 0600;
   uint64_t max_bytes = 0;
   uint64_t created_ms = 0;   // unix ms
+  // Saved before the object is made and cleared once it is: a record still
+  // creating at start names an object a crash left half made (or not made),
+  // which is removed with the record.
+  bool creating = false;
 };
 
 class Catalog {

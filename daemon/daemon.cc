@@ -11,6 +11,7 @@
 #include "client/arena.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "disciplines/fault_guard.h"
 
 namespace memd::daemon {
 Daemon::Daemon(const DaemonConfig& config) : config_(config), catalog_(config.data_dir), regions_(config_, &catalog_) {}
@@ -27,6 +28,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
   d->state_.started_ms = wall_ms();
   d->state_.telemetry = &d->telemetry_;
 
+  // Any user who can write a region's object can truncate it: a fault on
+  // a page it no longer backs damages that region, not the daemon.
+  if (absl::Status s = disciplines::install_fault_guard(); !s.ok()) return s;
   std::vector<KeptLease> kept;
   d->regions_.load_all(&kept);
   d->sessions_->adopt_orphans(kept);

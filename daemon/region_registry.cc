@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "heap/crash_point.h"
 #include "disciplines/shared_source.h"
 
 namespace memd::daemon {
@@ -44,6 +45,37 @@ absl::Status check_access(const CatalogRecord& r, const Peer& who, bool write) {
                                                   r.owner_gid, ", mode ", octal(r.mode), ")"));
 }
 
+namespace {
+std::atomic<uint64_t> damaged_total{0};
+}  // namespace
+
+uint64_t regions_damaged_total() { return damaged_total.load(std::memory_order_relaxed); }
+
+absl::Status ServedRegion::usable() {
+  if (!damage.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("region \"", record.name, "\" is damaged and not served (", damage,
+                                                      "); its owner or root may remove it"));
+  }
+  if (region == nullptr) return absl::NotFoundError(absl::StrCat("region \"", record.name, "\" was removed"));
+  if (absl::Status s = region->backing_status(); !s.ok()) {
+    mark_damaged(s.message());
+    return usable();
+  }
+  return absl::OkStatus();
+}
+
+void ServedRegion::mark_damaged(absl::string_view why) {
+  if (!damage.empty()) return;
+  damage = std::string(why);
+  damaged.store(true, std::memory_order_release);
+  damaged_total.fetch_add(1, std::memory_order_relaxed);
+  log_error("region \"", record.name, "\" is damaged and no longer served: ", damage);
+  if (region != nullptr) {
+    region->mark_damaged();
+    region.reset();
+  }
+}
+
 std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, std::unique_ptr<Region> region) {
   auto s = std::make_shared<ServedRegion>();
   s->handle = static_cast<uint32_t>(regions_.size() + 1);
@@ -61,11 +93,29 @@ void RegionRegistry::load_all(std::vector<KeptLease>* kept) {
   }
   std::lock_guard<std::mutex> g(mu_);
   for (CatalogRecord& r : *records) {
+    if (r.creating) {
+      // A crash during its create: nobody was ever told it exists.
+      absl::Status gone = Region::remove(r.object, r.discipline);
+      log_warning("region \"", r.name, "\" was being created when the daemon stopped: its object ",
+                  gone.ok() ? "is removed" : "was not made", " and its name is free");
+      (void)catalog_->erase(r.name);
+      continue;
+    }
     std::vector<Region::KeptLease> live;
     absl::StatusOr<std::unique_ptr<Region>> region =
         Region::open_keeping_clients(r.object, r.discipline, r.method, &live);
     if (!region.ok()) {
-      log_error("region \"", r.name, "\" is not served: ", region.status().message());
+      // Listed, removable and counted, but not served: a region refused at
+      // start must not exist only in the log.
+      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), nullptr);
+      std::lock_guard<std::mutex> rg(s->lock);
+      s->mark_damaged(absl::StrCat("cannot be opened: ", region.status().message()));
+      continue;
+    }
+    if (absl::Status backing = (*region)->backing_status(); !backing.ok()) {
+      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region));
+      std::lock_guard<std::mutex> rg(s->lock);
+      s->mark_damaged(absl::StrCat("recovery at start: ", backing.message()));
       continue;
     }
     heap::RegionHeader& h = *(*region)->impl()->region.header;
@@ -93,6 +143,10 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::open(const OpenArg
     return made;
   }
   const CatalogRecord& r = found->record;
+  if (found->damaged.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> rg(found->lock);
+    return found->usable();
+  }
   if (args.create && args.exclusive) {
     return absl::AlreadyExistsError(absl::StrCat("region \"", args.name, "\" exists"));
   }
@@ -147,8 +201,19 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(cons
   o.max_clients = args.max_clients == 0 ? config_.region_clients : args.max_clients;
   o.max_threads = args.max_threads == 0 ? config_.region_threads : args.max_threads;
   o.mode = rec.mode;
+  o.owner_allocates = false;  // the daemon only serves leases
+  // The intent first: a crash from here on leaves a record that says the
+  // object may be half made, never an object no record names (which would
+  // refuse every later create of the name).
+  rec.creating = true;
+  if (absl::Status s = catalog_->save(rec); !s.ok()) return s;
+  rec.creating = false;
+  heap::crash_point("daemon.create_intent");
   absl::StatusOr<std::unique_ptr<Region>> region = Region::create(rec.object, o);
-  if (!region.ok()) return region.status();
+  if (!region.ok()) {
+    (void)catalog_->erase(rec.name);
+    return region.status();
+  }
   // The object carries the region's owner and mode, so that the kernel
   // agrees with the daemon about who may map it.
   std::string path = object_os_path(rec);
@@ -156,9 +221,11 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(cons
     log_warning("cannot chown ", path, ": ", std::strerror(errno));
   }
   if (chmod(path.c_str(), rec.mode) != 0) log_warning("cannot chmod ", path, ": ", std::strerror(errno));
+  heap::crash_point("daemon.create");  // the object made, not yet in the catalog
   if (absl::Status s = catalog_->save(rec); !s.ok()) {
     region->reset();
     (void)Region::remove(rec.object, rec.discipline);
+    (void)catalog_->erase(rec.name);
     return s;
   }
   log_info("region \"", rec.name, "\" created: ", discipline_name(rec.discipline), " ", rec.object, ", ",
@@ -219,6 +286,7 @@ void RegionRegistry::close_all(bool checkpoint) {
   for (auto& r : regions_) {
     if (!r) continue;
     std::lock_guard<std::mutex> rg(r->lock);
+    if (r->region == nullptr) continue;  // damaged
     if (checkpoint && r->record.discipline != Discipline::kShm) {
       if (absl::Status s = r->region->checkpoint(); !s.ok()) log_warning("checkpoint of ", r->record.name, ": ", s.message());
     }

@@ -27,13 +27,31 @@ namespace memd::daemon {
 struct ServedRegion {
   uint32_t handle = 0;  // never reused while the daemon runs
   CatalogRecord record;
-  std::unique_ptr<Region> region;
+  std::unique_ptr<Region> region;  // null once removed, or damaged
   std::mutex lock;  // serializes calls into the LeaseService
   std::atomic<uint64_t> lease_rpcs{0};
   std::atomic<uint32_t> attached{0};  // sessions attached now
+  // Why the region is not served (its backing was truncated, a fault found
+  // no backing, it could not be opened at start); empty while it is healthy.
+  // Guarded by `lock`; `damaged` may be read without it.
+  std::string damage;
+  std::atomic<bool> damaged{false};
 
   client::LeaseService* leases() const { return region->lease_service(); }
+
+  // What every call that touches the region's memory asks first and, if it
+  // touched it, again afterwards: OK while the region is served; NOT_FOUND
+  // once removed; FAILED_PRECONDITION (naming the cause) once damaged. A
+  // backing found short or faulted here damages the region: its mapping is
+  // dropped without touching it again, and other regions go on.
+  // REQUIRES: `lock`.
+  absl::Status usable();
+  // REQUIRES: `lock`. Logs once.
+  void mark_damaged(absl::string_view why);
 };
+
+// Regions damaged so far (for the metric).
+uint64_t regions_damaged_total();
 
 struct OpenArgs {
   std::string name;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "disciplines/fault_guard.h"
 #include "disciplines/shared_internal.h"
 
 namespace memd::disciplines {
@@ -145,6 +146,7 @@ bool is_live(const void* base) {
 
 SharedSource::~SharedSource() {
   if (base_ != nullptr) {
+    unguard_range(guard_);
     remove_live(base_);
     fire(SourceEvent::kClose, "close: unmapping the object", 0, mapped_, 0);
     if (mapped_by_pmem_) {
@@ -162,6 +164,20 @@ size_t SharedSource::length() const {
   struct stat st;
   if (fstat(fd_, &st) != 0) return 0;
   return static_cast<size_t>(st.st_size);
+}
+
+absl::Status SharedSource::backing_status() const {
+  size_t first = 0;
+  if (uint64_t faults = range_faults(guard_, &first); faults != 0) {
+    return absl::DataLossError(absl::StrCat(describe(), ": ", faults, " page fault(s) found no backing (first at offset ",
+                                            first, "): the object was truncated or its file system is full"));
+  }
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return internal::errno_status(errno, describe(), "cannot stat");
+  if (static_cast<size_t>(st.st_size) < mapped_) {
+    return absl::DataLossError(absl::StrCat(describe(), ": truncated to ", st.st_size, " bytes of ", mapped_));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SharedSource::read(size_t offset, void* out, size_t len) const {
@@ -262,6 +278,7 @@ absl::Status SharedSource::map(void* hint) {
   }
   mapped_ = len;
   add_live(base_);
+  guard_ = guard_range(base_, mapped_);
   // A heap touches its pages in no order, so read-around only faults in
   // neighbours nobody asked for. Worse, it builds large folios, and punching
   // a hole that ends inside one (ext4 on recent kernels) only zeroes that

@@ -95,6 +95,11 @@ class SharedSource final : public heap::MemorySource {
 
   // The current length of the backing object (fstat); 0 if that fails.
   size_t length() const;
+  // Whether the mapping is still backed whole: DATA_LOSS if the object is
+  // now shorter than the mapping, or a fault in the mapping found no backing
+  // (contained by the fault guard, see fault_guard.h). Once this fails, the
+  // mapping holds private zero pages where the fault was: stop using it.
+  absl::Status backing_status() const;
   // Reads from the object without mapping it (to check a header before
   // mapping). OUT_OF_RANGE if the object is shorter than offset + len.
   absl::Status read(size_t offset, void* out, size_t len) const;
@@ -171,6 +176,7 @@ class SharedSource final : public heap::MemorySource {
   bool at_hint_ = false;
   bool is_pmem_ = false;
   bool mapped_by_pmem_ = false;  // unmap with pmem_unmap, not munmap
+  int guard_ = -1;               // the mapping's slot in the fault guard
   SourceEventHandler handler_ = nullptr;
   void* handler_context_ = nullptr;
 };

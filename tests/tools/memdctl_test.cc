@@ -222,11 +222,12 @@ TEST_F(MemdctlTest, RegionsTableListsARegionAClientCreated) {
     ASSERT_EQ(lines.size(), 2u) << r;
     EXPECT_EQ(words_of(lines[0]),
               (std::vector<std::string>{"NAME", "DISCIPLINE", "CLIENTS", "IN", "USE", "BACKING", "OBJECTS",
-                                        "RESERVED", "OWNER", "MODE"}))
+                                        "RESERVED", "OWNER", "MODE", "STATE"}))
         << r;
-    // jobs shm 1 <in use> <unit> <backing> <unit> <objects> 256.0 MiB <uid> 0640
+    // jobs shm 1 <in use> <unit> <backing> <unit> <objects> 256.0 MiB <uid> 0640 served
     std::vector<std::string> row = row_where(r.out, 0, "jobs");
-    ASSERT_EQ(row.size(), 12u) << r;
+    ASSERT_EQ(row.size(), 13u) << r;
+    EXPECT_EQ(row[12], "served");
     EXPECT_EQ(row[1], "shm");
     EXPECT_EQ(row[2], "1");  // this process
     EXPECT_EQ(row[8], "256.0");

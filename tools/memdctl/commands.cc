@@ -55,12 +55,13 @@ Outcome regions_command(const CommandLine& command_line, DaemonCalls& calls) {
                  {"OBJECTS", Align::kRight},
                  {"RESERVED", Align::kRight},
                  {"OWNER", Align::kRight},
-                 {"MODE"}});
+                 {"MODE"},
+                 {"STATE"}});
     for (const v1::RegionInfo& r : response.regions()) {
       table.add_row({r.name(), enum_label(*v1::Discipline_descriptor(), r.discipline()), absl::StrCat(r.clients()),
                      human_bytes(r.pages_in_use() * heap::kPageSize), human_bytes(r.backing_bytes()),
                      absl::StrCat(r.objects()), human_bytes(r.max_bytes()), absl::StrCat(r.owner_uid()),
-                     octal_mode(r.mode())});
+                     octal_mode(r.mode()), r.damage().empty() ? "served" : "damaged: " + r.damage()});
     }
     return table.render();
   });
