@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "heap/crash_point.h"
+
 namespace memd::heap {
 namespace {
 
@@ -245,6 +247,7 @@ void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, u
   b.free_head = 0;
   PageDesc d{first.value, cls, kind, 0};
   for (uint32_t i = 1; i < n.value; ++i) r.set_page(first + PageCount{i}, d);
+  crash_point("page_heap.mark_in_use");  // every page but the first says so
   r.set_page(first, d);
   r.header->page_heap.in_use_pages += n.value;
 }
@@ -291,7 +294,10 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
 }
 
 void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_ms) {
-  for (uint32_t i = 0; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
+  for (uint32_t i = 0; i < n.value; ++i) {
+    r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
+    if (i == 0) crash_point("page_heap.free");  // the first page is free, the others not yet
+  }
   r.header->page_heap.in_use_pages -= n.value;
   run_free_coalesced(r, first, n, kRunDirty, now_ms);
 }

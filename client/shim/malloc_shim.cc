@@ -95,7 +95,16 @@ void report(FreeStatus s, const char* call, const void* p, const void* caller) {
 
 // Not the fast path: a thread without a heap (exiting, or one that never
 // allocated), a pointer outside the arena, or the bootstrap heap's memory.
+// free() never changes errno (POSIX 2024 requires it, and programs read
+// errno after cleaning up): the slow paths may reach a discard, or in daemon
+// mode an RPC, that sets it, so they put it back. The inline path sets none.
+struct KeepErrno {
+  int saved = errno;
+  ~KeepErrno() { errno = saved; }
+};
+
 __attribute__((noinline)) void release_slow(void* p, const void* caller) {
+  KeepErrno keep;
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
     FreeStatus s = a->arena->stranger()->free(p);
@@ -109,6 +118,7 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
 
 // A free the heap's inline path did not take; reports bad pointers.
 __attribute__((noinline)) void release_in_heap(OwnerHeap* h, void* p, uint64_t page_desc, const void* caller) {
+  KeepErrno keep;
   FreeStatus s = h->free_slow(p, page_desc);
   if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
 }

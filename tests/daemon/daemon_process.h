@@ -71,7 +71,9 @@ inline bool socket_answers(const std::string& path) {
 
 class DaemonProcess {
  public:
-  explicit DaemonProcess(std::vector<std::string> extra_args = {}) : extra_(std::move(extra_args)) {
+  // `wrapper` runs the daemon (e.g. nsenter into a mount namespace).
+  explicit DaemonProcess(std::vector<std::string> extra_args = {}, std::vector<std::string> wrapper = {})
+      : extra_(std::move(extra_args)), wrapper_(std::move(wrapper)) {
     const char* base = getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/memd-daemon-XXXXXX";
     dir_ = mkdtemp(tmpl.data()) ? tmpl : "";
@@ -92,14 +94,15 @@ class DaemonProcess {
   }
 
   void start() {
-    std::vector<std::string> argv = {MEMD_BINARY,   "--socket",        socket(), "--data-dir", dir_ + "/data",
-                                     "--shm-namespace", ns_, "--log-level", "info"};
+    std::vector<std::string> argv = wrapper_;
+    argv.insert(argv.end(), {MEMD_BINARY, "--socket", socket(), "--data-dir", dir_ + "/data", "--shm-namespace", ns_,
+                             "--log-level", "info"});
     // A port of its own: tests run daemons side by side.
     if (std::find(extra_.begin(), extra_.end(), "--metrics-address") == extra_.end()) {
       argv.insert(argv.end(), {"--metrics-address", "127.0.0.1:0"});
     }
     argv.insert(argv.end(), extra_.begin(), extra_.end());
-    pid_ = spawn_process(argv, log_path());
+    pid_ = spawn_process(argv, log_path(), env_);
     for (int i = 0; i < 1000 && !socket_answers(socket()); ++i) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -121,6 +124,15 @@ class DaemonProcess {
     wait_exit(pid_);
     pid_ = -1;
   }
+  // Environment added for the next start() (e.g. MEMD_CRASH_AT).
+  void set_env(std::vector<std::string> env) { env_ = std::move(env); }
+  // Whether the daemon has exited (reaped): its exit code, or -1 if running.
+  int exited() {
+    int status = 0;
+    if (pid_ <= 0 || waitpid(pid_, &status, WNOHANG) != pid_) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string socket() const { return dir_ + "/memd.sock"; }
@@ -136,6 +148,8 @@ class DaemonProcess {
 
  private:
   std::vector<std::string> extra_;
+  std::vector<std::string> wrapper_;
+  std::vector<std::string> env_;
   std::string dir_;
   std::string ns_;
   pid_t pid_ = -1;
