@@ -78,8 +78,10 @@ const std::vector<Key>& keys() {
       {"data-dir", "directory of region files and the region catalog",
        [](DaemonConfig& c, std::string_view v) { c.data_dir = std::string(v); return !v.empty(); },
        [](const DaemonConfig& c) { return c.data_dir; }},
-      {"shm-namespace", "prefix of this daemon's shm objects (letters, digits, '_', '-')",
+      {"shm-namespace", "prefix of this daemon's shm objects (at most 49 letters, digits, '_', '-')",
        [](DaemonConfig& c, std::string_view v) {
+         // /dev/shm/memd.<namespace>.<name>: with a name of 200, one file name.
+         if (v.size() > 49) return false;
          for (char ch : v) {
            if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') return false;
          }
