@@ -120,6 +120,25 @@ const std::vector<Key>& keys() {
       {"max-sessions", "client processes connected at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_sessions) && c.max_sessions > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.max_sessions); }},
+      {"max-sessions-per-uid", "sessions one user may have open (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_sessions_per_uid) && c.max_sessions_per_uid > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.max_sessions_per_uid); }},
+      {"max-sessions-per-process", "sessions one process may have open (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_uint(v, &c.max_sessions_per_process) && c.max_sessions_per_process > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.max_sessions_per_process); }},
+      {"max-connections-per-uid", "connections one user may have open; more are closed at once (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_uint(v, &c.max_connections_per_uid) && c.max_connections_per_uid > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.max_connections_per_uid); }},
+      {"max-regions-per-uid", "regions one user may own (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_regions_per_uid) && c.max_regions_per_uid > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.max_regions_per_uid); }},
+      {"handshake-timeout", "seconds a new connection has to make its first call before it is closed",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.handshake_timeout_s) && c.handshake_timeout_s > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.handshake_timeout_s); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;

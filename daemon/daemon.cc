@@ -13,7 +13,19 @@
 #include "daemon/log.h"
 
 namespace memd::daemon {
-Daemon::Daemon(const DaemonConfig& config) : config_(config), catalog_(config.data_dir), regions_(config_, &catalog_) {}
+namespace {
+
+ConnectionLimits connection_limits(const DaemonConfig& c) {
+  ConnectionLimits l;
+  l.per_uid = c.max_connections_per_uid;
+  l.handshake_timeout = std::chrono::seconds(c.handshake_timeout_s);
+  return l;
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config)
+    : config_(config), catalog_(config.data_dir), peers_(connection_limits(config_)), regions_(config_, &catalog_) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
   std::unique_ptr<Daemon> d(new Daemon(config));

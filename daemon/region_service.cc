@@ -34,6 +34,20 @@ absl::Status check_name_length(std::string_view name) {
                                                  " characters"));
 }
 
+// Regions one user owns, counted before it creates one more (root is
+// exempt). REQUIRES: no other creation runs (create_lock below), so that
+// two at once cannot both pass.
+absl::Status check_region_quota(DaemonState& state, const OpenArgs& a, const Peer& who) {
+  if (!a.create || who.uid == 0 || state.regions->find(a.name) != nullptr) return absl::OkStatus();
+  uint32_t owned = 0;
+  for (const auto& r : state.regions->list()) owned += r->record.owner_uid == who.uid;
+  if (owned < state.config->max_regions_per_uid) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("uid ", who.uid, " owns ", owned,
+                                                   " regions, the limit (max-regions-per-uid)"));
+}
+
+std::mutex create_lock;  // see check_region_quota
+
 }  // namespace
 
 grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionRequest* req,
@@ -52,7 +66,13 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     a.read_only = req->read_only();
     if (absl::Status s = check_name_length(a.name); !s.ok()) return s;
     bool created = false;
-    absl::StatusOr<std::shared_ptr<ServedRegion>> r = state_->regions->open(a, who.peer, &created);
+    absl::StatusOr<std::shared_ptr<ServedRegion>> r;
+    {
+      std::unique_lock<std::mutex> creating(create_lock, std::defer_lock);
+      if (a.create) creating.lock();
+      if (absl::Status s = check_region_quota(*state_, a, who.peer); !s.ok()) return s;
+      r = state_->regions->open(a, who.peer, &created);
+    }
     if (!r.ok()) return r.status();
     absl::StatusOr<Attachment> at = state_->sessions->attach(*who.session, *r, a.read_only);
     if (!at.ok()) return at.status();

@@ -61,6 +61,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   if (sessions_.size() >= config_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat(sessions_.size(), " sessions are open, the limit (max-sessions)"));
   }
+  if (absl::Status limit = check_user_limits_locked(peer, hello.start_time()); !limit.ok()) return limit;
   s->id = next_id_++;
   for (const v1::ResumeLease& r : hello.resume()) {
     uint32_t handle = 0;
@@ -94,6 +95,24 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   welcome->set_session(s->id);
   log_info("session ", s->id, " opened: pid ", peer.pid, ", uid ", peer.uid, ", program \"", s->program, "\"");
   return s;
+}
+
+absl::Status SessionTable::check_user_limits_locked(const Peer& peer, uint64_t start_time) const {
+  if (peer.uid == 0) return absl::OkStatus();  // root: the global limit only
+  uint32_t of_uid = 0, of_process = 0;
+  for (const auto& [id, s] : sessions_) {
+    of_uid += s->peer.uid == peer.uid;
+    of_process += s->peer.pid == peer.pid && s->start_time == start_time;
+  }
+  if (of_process >= config_.max_sessions_per_process) {
+    return absl::ResourceExhaustedError(absl::StrCat("pid ", peer.pid, " has ", of_process,
+                                                     " sessions open, the limit (max-sessions-per-process)"));
+  }
+  if (of_uid >= config_.max_sessions_per_uid) {
+    return absl::ResourceExhaustedError(absl::StrCat("uid ", peer.uid, " has ", of_uid,
+                                                     " sessions open, the limit (max-sessions-per-uid)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::find(uint64_t id, const std::string& connection) const {

@@ -98,6 +98,8 @@ class SessionTable {
     uint64_t image_id;  // 0: unknown (kept from the previous daemon)
     bool replaced = false;  // its program image was replaced (exec): nobody maps its blocks
   };
+  // Sessions per uid and per process (root is exempt). REQUIRES: mu_ held.
+  absl::Status check_user_limits_locked(const Peer& peer, uint64_t start_time) const;
   void reap_loop();
   void reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why);
 
