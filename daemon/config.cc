@@ -139,6 +139,9 @@ const std::vector<Key>& keys() {
       {"handshake-timeout", "seconds a new connection has to make its first call before it is closed",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.handshake_timeout_s) && c.handshake_timeout_s > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.handshake_timeout_s); }},
+      {"drain-timeout", "seconds calls in progress get to finish at shutdown",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.drain_timeout_s); },
+       [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;

@@ -45,6 +45,9 @@ struct DaemonConfig {
   // A connection that has made no call this long after it was accepted is
   // closed (one that connects and sends nothing holds a descriptor).
   uint32_t handshake_timeout_s = 10;
+  // Shutting down: calls in progress get this long to finish before they
+  // are cancelled (session streams end at once).
+  uint32_t drain_timeout_s = 2;
   // Shutting down: checkpoint file regions (msync) before closing.
   bool checkpoint_on_exit = true;
 };

@@ -82,13 +82,20 @@ void Daemon::stop() {
   stopped_ = true;
   MetricsServer::stop_in_background(std::move(metrics_));  // no scrape reads a region being closed
   bool serving = listener_ != nullptr;
+  // Health first, so that probes and watchers hear it while calls still
+  // come through, then no new connection (refused at once, not left in
+  // the backlog) and no new session; open sessions' streams end now.
+  if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   if (serving) {
     log_info("shutting down");
     listener_->stop();
   }
   if (sessions_) sessions_->shutting_down();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Calls in progress finish, up to drain-timeout; then gRPC cancels them.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(config_.drain_timeout_s));
     server_->Wait();
   }
   listener_.reset();

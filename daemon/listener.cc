@@ -175,19 +175,21 @@ bool Listener::take(int fd) {
 }
 
 void Listener::stop() {
-  if (wake_fd_ < 0 || !thread_.joinable()) return;
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof one);
-  thread_.join();
+  if (wake_fd_ >= 0 && thread_.joinable()) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    unlink(path_.c_str());
+  }
 }
 
 Listener::~Listener() {
   stop();
   if (held_fd_ >= 0) close(held_fd_);
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
-    unlink(path_.c_str());
-  }
   if (wake_fd_ >= 0) close(wake_fd_);
   if (lock_fd_ >= 0) close(lock_fd_);
 }

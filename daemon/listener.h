@@ -29,9 +29,11 @@ class Listener {
  public:
   static absl::StatusOr<std::unique_ptr<Listener>> start(const std::string& path, uint32_t mode,
                                                          grpc::Server* server, PeerTable* peers);
-  ~Listener();  // stops accepting and removes the socket file
+  ~Listener();  // stop()
 
-  // Stops accepting new connections (existing ones go on).
+  // Stops accepting and removes the socket, so that a client connecting
+  // from now on is refused at once instead of waiting in the backlog
+  // (existing connections go on).
   void stop();
 
  private:

@@ -36,7 +36,7 @@ SessionTable::~SessionTable() {
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, const std::string& connection,
                                                             const v1::Hello& hello,
                                                             std::function<void(const v1::Command&)> send,
-                                                            v1::Welcome* welcome) {
+                                                            v1::Welcome* welcome, std::function<void()> cancel) {
   if (hello.pid() != peer.pid) {
     return absl::PermissionDeniedError(absl::StrCat("the hello claims pid ", hello.pid(), " but the connection is pid ",
                                                     peer.pid, " (SO_PEERCRED)"));
@@ -56,6 +56,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   s->program = hello.program().substr(0, 200);
   s->connected_ms = wall_ms();
   s->send = std::move(send);
+  s->cancel = std::move(cancel);
   std::lock_guard<std::mutex> g(mu_);
   if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
   if (sessions_.size() >= config_.max_sessions) {
@@ -208,6 +209,7 @@ void SessionTable::end(uint64_t id) {
     s = it->second;
     sessions_.erase(it);
     s->send = nullptr;
+    s->cancel = nullptr;
   }
   bool dead = !alive(s->peer.pid, s->start_time);
   std::lock_guard<std::mutex> g(mu_);
@@ -241,6 +243,11 @@ void SessionTable::adopt_orphans(const std::vector<KeptLease>& kept) {
 void SessionTable::shutting_down() {
   std::lock_guard<std::mutex> g(mu_);
   shutting_down_ = true;
+  // Under the lock: a session still in the table has a handler that has not
+  // reached end(), so the stream it cancels is still there.
+  for (const auto& [id, s] : sessions_) {
+    if (s->cancel) s->cancel();
+  }
 }
 
 void SessionTable::reap_loop() {
