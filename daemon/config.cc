@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/options.h"
 
 namespace memd::daemon {
 namespace {
@@ -22,9 +23,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 DaemonConfig embedded_defaults() {
   DaemonConfig c;
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string run_dir = runtime != nullptr && *runtime != '\0' ? absl::StrCat(runtime, "/memd") : "./run";
-  c.socket_path = env_or("MEMD_SOCKET", run_dir + "/memd.sock");
+  c.socket_path = client::daemon_socket_path();  // libmemd's default too
   c.data_dir = env_or("MEMD_DATA_DIR", "./run/data");
   return c;
 }
@@ -241,7 +240,9 @@ std::string usage() {
     absl::StrAppend(&u, "  --", k.name, std::string(k.name).size() < 20 ? std::string(20 - std::string(k.name).size(), ' ') : " ",
                     k.help, " (", k.get(d), ")\n");
   }
-  absl::StrAppend(&u, "\nenvironment: MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults.\n");
+  absl::StrAppend(&u, "\nenvironment: MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults (without\n"
+                  "MEMD_SOCKET or XDG_RUNTIME_DIR the socket is /run/memd/memd.sock for root,\n"
+                  "/tmp/memd-<uid>/memd.sock for others).\n");
   return u;
 }
 

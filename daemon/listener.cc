@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <vector>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,26 @@ absl::Status errno_status(std::string_view what, const std::string& path) {
   return e == EACCES || e == EPERM ? absl::PermissionDeniedError(msg) : absl::UnavailableError(msg);
 }
 
+// The socket's directory must be ours (or root's) and closed to others:
+// whoever can write there can put a socket of their own in our place (a
+// default such as /tmp/memd-<uid> can be made by anyone first).
+absl::Status check_directory(const std::string& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return errno_status("cannot stat", dir);
+  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
+  if (st.st_uid != geteuid() && st.st_uid != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("the socket's directory ", dir, " belongs to uid ", st.st_uid,
+                                                    ", not to this user or root"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return absl::PermissionDeniedError(
+        absl::StrCat("the socket's directory ", dir, " may be written by other users (mode ", mode, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& path, uint32_t mode,
@@ -44,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& pat
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", parent.string(), ": ", ec.message()));
+  if (absl::Status s = check_directory(parent.empty() ? "." : parent.string()); !s.ok()) return s;
 
   std::unique_ptr<Listener> l(new Listener());
   l->path_ = path;

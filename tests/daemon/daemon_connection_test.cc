@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <pwd.h>
 
 #include "tests/daemon/test_util.h"
 
@@ -112,6 +113,46 @@ TEST(DaemonConnections, SilentConnectionsAtTheDescriptorLimitAreClosedAndService
   std::string log = d.log();
   EXPECT_LE(count(log, "Too many open files"), 12u) << log;
   EXPECT_NE(log.find("handshake-timeout"), std::string::npos) << log;
+}
+
+// Without MEMD_SOCKET and XDG_RUNTIME_DIR, memd and libmemd agree on one
+// absolute default, so a program started in another directory finds the
+// daemon (it used to look for ./run/memd.sock where it stood).
+TEST(DaemonSocket, TheDefaultSocketIsFoundFromAnyDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the daemon as another user";
+  passwd* nobody = getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  std::string uid = std::to_string(nobody->pw_uid);
+  std::string base = std::filesystem::temp_directory_path().string();
+  std::string daemon_dir = base + "/memd-default-daemon-" + std::to_string(getpid());
+  std::string client_dir = base + "/memd-default-client-" + std::to_string(getpid());
+  std::filesystem::create_directories(daemon_dir);
+  std::filesystem::create_directories(client_dir);
+  ASSERT_EQ(chown(daemon_dir.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  std::string ns = "dflt" + std::to_string(getpid());
+  std::string expected = "/tmp/memd-" + uid + "/memd.sock";
+  std::string log = daemon_dir + "/memd.log";
+  pid_t daemon = spawn_process({"/usr/bin/env", "-u", "MEMD_SOCKET", "-u", "XDG_RUNTIME_DIR", "-C", daemon_dir,
+                                "setpriv", "--reuid=" + uid, "--regid=" + std::to_string(nobody->pw_gid),
+                                "--clear-groups", MEMD_BINARY, "--shm-namespace", ns, "--metrics-address",
+                                "127.0.0.1:0"},
+                               log);
+  EXPECT_TRUE(eventually([&] { return read_file(log).find("serving on") != std::string::npos; })) << read_file(log);
+  EXPECT_NE(read_file(log).find("serving on " + expected), std::string::npos) << read_file(log);
+  // A client elsewhere, with the same (empty) environment: an empty socket
+  // argument is the default.
+  pid_t client = spawn_process({"/usr/bin/env", "-u", "MEMD_SOCKET", "-u", "XDG_RUNTIME_DIR", "-C", client_dir,
+                                TEST_CLIENT, "--uid", uid, "", "found", "fill", "1", "100", "32"},
+                               client_dir + "/client.log");
+  EXPECT_EQ(wait_exit(client), 0) << read_file(client_dir + "/client.log") << read_file(log);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(wait_exit(daemon), 0) << read_file(log);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (e.path().filename().string().rfind("memd." + ns + ".", 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+  std::filesystem::remove_all(daemon_dir, ec);
+  std::filesystem::remove_all(client_dir, ec);
 }
 
 }  // namespace
