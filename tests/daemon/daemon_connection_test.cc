@@ -115,6 +115,26 @@ TEST(DaemonConnections, SilentConnectionsAtTheDescriptorLimitAreClosedAndService
   EXPECT_NE(log.find("handshake-timeout"), std::string::npos) << log;
 }
 
+// Each connection takes two descriptors; memd takes the hard limit as its
+// soft one, or a default soft limit of 1024 would bound it to ~500 clients.
+TEST(DaemonConnections, TheDescriptorLimitIsRaisedToTheHardLimit) {
+  std::string dir = std::filesystem::temp_directory_path().string() + "/memd-nofile-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::string log = dir + "/memd.log";
+  pid_t daemon = spawn_process({"/usr/bin/prlimit", "--nofile=256:4096", MEMD_BINARY, "--socket", dir + "/memd.sock",
+                                "--data-dir", dir + "/data", "--shm-namespace", "nofile" + std::to_string(getpid()),
+                                "--metrics-address", "127.0.0.1:0"},
+                               log);
+  EXPECT_TRUE(eventually([&] { return read_file(log).find("serving on") != std::string::npos; })) << read_file(log);
+  rlimit now{};
+  ASSERT_EQ(prlimit(daemon, RLIMIT_NOFILE, nullptr, &now), 0) << std::strerror(errno);
+  EXPECT_EQ(now.rlim_cur, 4096u);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(wait_exit(daemon), 0) << read_file(log);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 // Without MEMD_SOCKET and XDG_RUNTIME_DIR, memd and libmemd agree on one
 // absolute default, so a program started in another directory finds the
 // daemon (it used to look for ./run/memd.sock where it stood).
