@@ -10,8 +10,8 @@ build: setup
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-# The daemon with its embedded defaults (socket ./run/memd.sock or under
-# $XDG_RUNTIME_DIR, data in ./run/data); Ctrl-C stops it cleanly.
+# The daemon with its embedded defaults (socket under $XDG_RUNTIME_DIR, else
+# /run/memd or /tmp/memd-<uid>; data in ./run/data); Ctrl-C stops it cleanly.
 run: build
 	./build/release/daemon/memd
 

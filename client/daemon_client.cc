@@ -5,15 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/grpc_lease_channel.h"
 #include "client/lease_service.h"
+#include "client/options.h"
 #include "client/region_impl.h"
 
 namespace memd {
 
-std::string Client::default_socket() {
-  if (const char* s = std::getenv("MEMD_SOCKET"); s != nullptr && *s != '\0') return s;
-  if (const char* r = std::getenv("XDG_RUNTIME_DIR"); r != nullptr && *r != '\0') return absl::StrCat(r, "/memd/memd.sock");
-  return "./run/memd.sock";
-}
+std::string Client::default_socket() { return client::client_socket_path(); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) {
   absl::StatusOr<std::shared_ptr<client::DaemonConnection>> c = client::DaemonConnection::connect(options);

@@ -73,7 +73,8 @@ class DaemonConnection;
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> connect(const ClientOptions& options = {});
-  // $MEMD_SOCKET, else $XDG_RUNTIME_DIR/memd/memd.sock, else ./run/memd.sock
+  // $MEMD_SOCKET, else the daemon's default (client/options.h
+  // client_socket_path(): the user's socket, else the system daemon's)
   // (the daemon's defaults).
   static std::string default_socket();
   ~Client();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "client/arena.h"
 
@@ -28,6 +29,19 @@ struct TelemetrySettings {
   int64_t interval_ms = -1;   // MEMD_TELEMETRY_INTERVAL_MS: at least 1
 };
 TelemetrySettings telemetry_settings();
+
+// Where memd listens unless told otherwise, decided here once for the
+// daemon and libmemd alike, and never relative to the working directory (a
+// program started anywhere finds the daemon): $MEMD_SOCKET, else the user's
+// own socket, $XDG_RUNTIME_DIR/memd/memd.sock (if that is an absolute
+// path), else /run/memd/memd.sock for root, else /tmp/memd-<uid>/memd.sock
+// (memd refuses that directory if another user made it first). Allocates:
+// not for the shim's malloc path.
+std::string daemon_socket_path();
+// Where libmemd looks: daemon_socket_path(), unless $MEMD_SOCKET is unset,
+// no socket is there, and the system daemon's is (kSystemSocket): then that.
+std::string client_socket_path();
+inline constexpr char kSystemSocket[] = "/run/memd/memd.sock";
 
 // For the shim's daemon link, a second copy of this code loaded by a shim
 // that has parsed (and reported) the settings already: parse, say nothing.

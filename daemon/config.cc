@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/options.h"
 
 namespace memd::daemon {
 namespace {
@@ -22,9 +23,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 DaemonConfig embedded_defaults() {
   DaemonConfig c;
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string run_dir = runtime != nullptr && *runtime != '\0' ? absl::StrCat(runtime, "/memd") : "./run";
-  c.socket_path = env_or("MEMD_SOCKET", run_dir + "/memd.sock");
+  c.socket_path = client::daemon_socket_path();  // libmemd's default too
   c.data_dir = env_or("MEMD_DATA_DIR", "./run/data");
   return c;
 }
@@ -78,8 +77,10 @@ const std::vector<Key>& keys() {
       {"data-dir", "directory of region files and the region catalog",
        [](DaemonConfig& c, std::string_view v) { c.data_dir = std::string(v); return !v.empty(); },
        [](const DaemonConfig& c) { return c.data_dir; }},
-      {"shm-namespace", "prefix of this daemon's shm objects (letters, digits, '_', '-')",
+      {"shm-namespace", "prefix of this daemon's shm objects (at most 49 letters, digits, '_', '-')",
        [](DaemonConfig& c, std::string_view v) {
+         // /dev/shm/memd.<namespace>.<name>: with a name of 200, one file name.
+         if (v.size() > 49) return false;
          for (char ch : v) {
            if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') return false;
          }
@@ -118,6 +119,28 @@ const std::vector<Key>& keys() {
       {"max-sessions", "client processes connected at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_sessions) && c.max_sessions > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.max_sessions); }},
+      {"max-sessions-per-uid", "sessions one user may have open (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_sessions_per_uid) && c.max_sessions_per_uid > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.max_sessions_per_uid); }},
+      {"max-sessions-per-process", "sessions one process may have open (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_uint(v, &c.max_sessions_per_process) && c.max_sessions_per_process > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.max_sessions_per_process); }},
+      {"max-connections-per-uid", "connections one user may have open; more are closed at once (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_uint(v, &c.max_connections_per_uid) && c.max_connections_per_uid > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.max_connections_per_uid); }},
+      {"max-regions-per-uid", "regions one user may own (root: no limit)",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_regions_per_uid) && c.max_regions_per_uid > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.max_regions_per_uid); }},
+      {"handshake-timeout", "seconds a new connection has to make its first call before it is closed",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.handshake_timeout_s) && c.handshake_timeout_s > 0; },
+       [](const DaemonConfig& c) { return std::to_string(c.handshake_timeout_s); }},
+      {"drain-timeout", "seconds calls in progress get to finish at shutdown",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.drain_timeout_s); },
+       [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;
@@ -217,7 +240,9 @@ std::string usage() {
     absl::StrAppend(&u, "  --", k.name, std::string(k.name).size() < 20 ? std::string(20 - std::string(k.name).size(), ' ') : " ",
                     k.help, " (", k.get(d), ")\n");
   }
-  absl::StrAppend(&u, "\nenvironment: MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults.\n");
+  absl::StrAppend(&u, "\nenvironment: MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults (without\n"
+                  "MEMD_SOCKET or XDG_RUNTIME_DIR the socket is /run/memd/memd.sock for root,\n"
+                  "/tmp/memd-<uid>/memd.sock for others).\n");
   return u;
 }
 

@@ -14,8 +14,8 @@
 namespace memd::daemon {
 
 struct DaemonConfig {
-  // Where clients connect: $MEMD_SOCKET, else $XDG_RUNTIME_DIR/memd/memd.sock,
-  // else ./run/memd.sock.
+  // Where clients connect: $MEMD_SOCKET, else the default both memd and
+  // libmemd compute (client/options.h daemon_socket_path(): never relative).
   std::string socket_path;
   uint32_t socket_mode = 0666;  // who may connect; regions have their own modes
   // Region files and the catalog: $MEMD_DATA_DIR, else ./run/data.
@@ -35,6 +35,19 @@ struct DaemonConfig {
   // sessions at once.
   uint64_t client_block_quota = 0;
   uint32_t max_sessions = 1024;
+  // What one local user may take of what all share: a session holds a
+  // daemon thread, a connection two descriptors, a region memory. Root is
+  // exempt (it can stop the daemon anyway); the global limits above bound it.
+  uint32_t max_sessions_per_uid = 128;
+  uint32_t max_sessions_per_process = 16;
+  uint32_t max_connections_per_uid = 256;
+  uint32_t max_regions_per_uid = 64;
+  // A connection that has made no call this long after it was accepted is
+  // closed (one that connects and sends nothing holds a descriptor).
+  uint32_t handshake_timeout_s = 10;
+  // Shutting down: calls in progress get this long to finish before they
+  // are cancelled (session streams end at once).
+  uint32_t drain_timeout_s = 2;
   // Shutting down: checkpoint file regions (msync) before closing.
   bool checkpoint_on_exit = true;
 };

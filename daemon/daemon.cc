@@ -14,7 +14,19 @@
 #include "disciplines/fault_guard.h"
 
 namespace memd::daemon {
-Daemon::Daemon(const DaemonConfig& config) : config_(config), catalog_(config.data_dir), regions_(config_, &catalog_) {}
+namespace {
+
+ConnectionLimits connection_limits(const DaemonConfig& c) {
+  ConnectionLimits l;
+  l.per_uid = c.max_connections_per_uid;
+  l.handshake_timeout = std::chrono::seconds(c.handshake_timeout_s);
+  return l;
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config)
+    : config_(config), catalog_(config.data_dir), peers_(connection_limits(config_)), regions_(config_, &catalog_) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
   std::unique_ptr<Daemon> d(new Daemon(config));
@@ -74,13 +86,20 @@ void Daemon::stop() {
   stopped_ = true;
   MetricsServer::stop_in_background(std::move(metrics_));  // no scrape reads a region being closed
   bool serving = listener_ != nullptr;
+  // Health first, so that probes and watchers hear it while calls still
+  // come through, then no new connection (refused at once, not left in
+  // the backlog) and no new session; open sessions' streams end now.
+  if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   if (serving) {
     log_info("shutting down");
     listener_->stop();
   }
   if (sessions_) sessions_->shutting_down();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Calls in progress finish, up to drain-timeout; then gRPC cancels them.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(config_.drain_timeout_s));
     server_->Wait();
   }
   listener_.reset();

@@ -1,8 +1,11 @@
 // memd: serves shared and persistent memory regions to libmemd clients.
 // `memd --help` for the settings; SIGTERM or SIGINT stop it cleanly.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -15,6 +18,18 @@ memd::daemon::LogLevel level_of(const std::string& s) {
   if (s == "warning") return memd::daemon::LogLevel::kWarning;
   if (s == "error") return memd::daemon::LogLevel::kError;
   return memd::daemon::LogLevel::kInfo;
+}
+
+// Each client connection takes two descriptors (gRPC's and the daemon's
+// watch of it), so the default soft limit of 1024 would run out long before
+// max-sessions: take what the hard limit allows.
+void raise_descriptor_limit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur >= l.rlim_max) return;
+  l.rlim_cur = l.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &l) != 0) {
+    memd::daemon::log_warning("cannot raise the descriptor limit to ", l.rlim_max, ": ", std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -39,6 +54,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   set_log_level(level_of(cl->config.log_level));
+  raise_descriptor_limit();
 
   // Signals are taken by this thread with sigwait: block them before any
   // thread starts, so that every thread inherits the mask.

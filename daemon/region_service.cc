@@ -9,6 +9,46 @@
 #include "disciplines/shared_source.h"
 
 namespace memd::daemon {
+namespace {
+
+// The longest region name the daemon takes: a file region's path and its
+// catalog entry add a suffix to it, and a shm object the namespace and
+// "memd.", all within NAME_MAX (255).
+constexpr size_t kMaxRegionName = 200;
+
+// A name as messages quote it. A client may send a name of any length; a
+// status message travels in gRPC metadata (8 KiB at most, or the client
+// sees RESOURCE_EXHAUSTED instead), so only its start is quoted, cut where
+// a UTF-8 character begins.
+std::string quoted(std::string_view name) {
+  constexpr size_t kQuoted = 64;
+  if (name.size() <= kQuoted) return absl::StrCat("\"", std::string(name), "\"");
+  size_t cut = kQuoted;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat("\"", std::string(name.substr(0, cut)), "…\" (", name.size(), " bytes)");
+}
+
+absl::Status check_name_length(std::string_view name) {
+  if (name.size() <= kMaxRegionName) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("region name ", quoted(name), " is longer than ", kMaxRegionName,
+                                                 " characters"));
+}
+
+// Regions one user owns, counted before it creates one more (root is
+// exempt). REQUIRES: no other creation runs (create_lock below), so that
+// two at once cannot both pass.
+absl::Status check_region_quota(DaemonState& state, const OpenArgs& a, const Peer& who) {
+  if (!a.create || who.uid == 0 || state.regions->find(a.name) != nullptr) return absl::OkStatus();
+  uint32_t owned = 0;
+  for (const auto& r : state.regions->list()) owned += r->record.owner_uid == who.uid;
+  if (owned < state.config->max_regions_per_uid) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("uid ", who.uid, " owns ", owned,
+                                                   " regions, the limit (max-regions-per-uid)"));
+}
+
+std::mutex create_lock;  // see check_region_quota
+
+}  // namespace
 
 grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionRequest* req,
                                  v1::OpenRegionResponse* resp) {
@@ -24,8 +64,15 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     a.max_threads = req->max_threads();
     a.mode = req->mode();
     a.read_only = req->read_only();
+    if (absl::Status s = check_name_length(a.name); !s.ok()) return s;
     bool created = false;
-    absl::StatusOr<std::shared_ptr<ServedRegion>> r = state_->regions->open(a, who.peer, &created);
+    absl::StatusOr<std::shared_ptr<ServedRegion>> r;
+    {
+      std::unique_lock<std::mutex> creating(create_lock, std::defer_lock);
+      if (a.create) creating.lock();
+      if (absl::Status s = check_region_quota(*state_, a, who.peer); !s.ok()) return s;
+      r = state_->regions->open(a, who.peer, &created);
+    }
     if (!r.ok()) return r.status();
     absl::StatusOr<Attachment> at = state_->sessions->attach(*who.session, *r, a.read_only);
     if (!at.ok()) return at.status();
@@ -73,7 +120,7 @@ grpc::Status RegionService::List(grpc::ServerContext* c, const v1::ListRegionsRe
 grpc::Status RegionService::Stat(grpc::ServerContext* c, const v1::StatRegionRequest* req, v1::RegionInfo* resp) {
   return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     std::shared_ptr<ServedRegion> r = state_->regions->find(req->name());
-    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->name(), "\""));
+    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quoted(req->name())));
     if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
     describe_region(*r, resp);
     return absl::OkStatus();
@@ -85,6 +132,10 @@ grpc::Status RegionService::Remove(grpc::ServerContext* c, const v1::RemoveRegio
   std::optional<uint64_t> session;
   if (req->session() != 0) session = req->session();
   return handle(state_, __func__, c, session, [&](Caller& who) {
+    // No region has a longer name; the registry would quote it whole.
+    if (req->name().size() > kMaxRegionName) {
+      return absl::NotFoundError(absl::StrCat("no region named ", quoted(req->name())));
+    }
     absl::Status s = state_->regions->remove(req->name(), who.peer);
     if (s.ok()) state_->telemetry->forget_region(req->name());
     return s;

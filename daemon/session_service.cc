@@ -47,7 +47,8 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   };
   v1::SessionEvent welcome;
   absl::StatusOr<std::shared_ptr<Session>> s =
-      state_->sessions->open(*peer, connection, request.hello(), send, welcome.mutable_welcome());
+      state_->sessions->open(*peer, connection, request.hello(), send, welcome.mutable_welcome(),
+                             [context] { context->TryCancel(); });
   if (!s.ok()) {
     log_warning("session refused for pid ", peer->pid, ": ", s.status().message());
     return refuse(to_grpc(s.status()));

@@ -36,7 +36,7 @@ SessionTable::~SessionTable() {
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, const std::string& connection,
                                                             const v1::Hello& hello,
                                                             std::function<void(const v1::Command&)> send,
-                                                            v1::Welcome* welcome) {
+                                                            v1::Welcome* welcome, std::function<void()> cancel) {
   if (hello.pid() != peer.pid) {
     return absl::PermissionDeniedError(absl::StrCat("the hello claims pid ", hello.pid(), " but the connection is pid ",
                                                     peer.pid, " (SO_PEERCRED)"));
@@ -56,11 +56,13 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   s->program = hello.program().substr(0, 200);
   s->connected_ms = wall_ms();
   s->send = std::move(send);
+  s->cancel = std::move(cancel);
   std::lock_guard<std::mutex> g(mu_);
   if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
   if (sessions_.size() >= config_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat(sessions_.size(), " sessions are open, the limit (max-sessions)"));
   }
+  if (absl::Status limit = check_user_limits_locked(peer, hello.start_time()); !limit.ok()) return limit;
   s->id = next_id_++;
   for (const v1::ResumeLease& r : hello.resume()) {
     uint32_t handle = 0;
@@ -94,6 +96,24 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
   welcome->set_session(s->id);
   log_info("session ", s->id, " opened: pid ", peer.pid, ", uid ", peer.uid, ", program \"", s->program, "\"");
   return s;
+}
+
+absl::Status SessionTable::check_user_limits_locked(const Peer& peer, uint64_t start_time) const {
+  if (peer.uid == 0) return absl::OkStatus();  // root: the global limit only
+  uint32_t of_uid = 0, of_process = 0;
+  for (const auto& [id, s] : sessions_) {
+    of_uid += s->peer.uid == peer.uid;
+    of_process += s->peer.pid == peer.pid && s->start_time == start_time;
+  }
+  if (of_process >= config_.max_sessions_per_process) {
+    return absl::ResourceExhaustedError(absl::StrCat("pid ", peer.pid, " has ", of_process,
+                                                     " sessions open, the limit (max-sessions-per-process)"));
+  }
+  if (of_uid >= config_.max_sessions_per_uid) {
+    return absl::ResourceExhaustedError(absl::StrCat("uid ", peer.uid, " has ", of_uid,
+                                                     " sessions open, the limit (max-sessions-per-uid)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::find(uint64_t id, const std::string& connection) const {
@@ -188,6 +208,7 @@ void SessionTable::end(uint64_t id) {
     s = it->second;
     sessions_.erase(it);
     s->send = nullptr;
+    s->cancel = nullptr;
   }
   bool dead = !alive(s->peer.pid, s->start_time);
   std::lock_guard<std::mutex> g(mu_);
@@ -221,6 +242,11 @@ void SessionTable::adopt_orphans(const std::vector<KeptLease>& kept) {
 void SessionTable::shutting_down() {
   std::lock_guard<std::mutex> g(mu_);
   shutting_down_ = true;
+  // Under the lock: a session still in the table has a handler that has not
+  // reached end(), so the stream it cancels is still there.
+  for (const auto& [id, s] : sessions_) {
+    if (s->cancel) s->cancel();
+  }
 }
 
 void SessionTable::reap_loop() {

@@ -51,6 +51,7 @@ struct Session {
   // arrive after the Close call.
   std::set<std::string> ever_attached;
   std::function<void(const v1::Command&)> send;  // pushes a command down the stream
+  std::function<void()> cancel;  // ends the stream (the daemon is stopping); may be empty
 };
 
 class SessionTable {
@@ -62,7 +63,7 @@ class SessionTable {
   // the connection's credentials; resumes orphaned leases it names.
   absl::StatusOr<std::shared_ptr<Session>> open(const Peer& peer, const std::string& connection,
                                                 const v1::Hello& hello, std::function<void(const v1::Command&)> send,
-                                                v1::Welcome* welcome);
+                                                v1::Welcome* welcome, std::function<void()> cancel = nullptr);
   // The session named in a call, if the call came on its connection.
   absl::StatusOr<std::shared_ptr<Session>> find(uint64_t id, const std::string& connection) const;
   // Registers the session's process as a client of `region`.
@@ -77,8 +78,10 @@ class SessionTable {
 
   // Leases of clients of the previous daemon, until they resume or exit.
   void adopt_orphans(const std::vector<KeptLease>& kept);
-  // Shutting down: sessions that end now keep their leases (the clients
-  // resume them with the next daemon).
+  // Shutting down: no session opens any more, every open one's stream is
+  // ended at once (a stream never ends on its own, and gRPC would wait for
+  // it), and sessions that end now keep their leases (the clients resume
+  // them with the next daemon).
   void shutting_down();
 
   std::vector<std::shared_ptr<Session>> list() const;
@@ -98,6 +101,8 @@ class SessionTable {
     uint64_t image_id;  // 0: unknown (kept from the previous daemon)
     bool replaced = false;  // its program image was replaced (exec): nobody maps its blocks
   };
+  // Sessions per uid and per process (root is exempt). REQUIRES: mu_ held.
+  absl::Status check_user_limits_locked(const Peer& peer, uint64_t start_time) const;
   void reap_loop();
   void reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why);
 

@@ -16,7 +16,10 @@
 namespace memd::disciplines {
 namespace {
 
-constexpr size_t kMaxRegionName = 200;
+// What fits in one file name (NAME_MAX, 255) after shm_object_name's
+// "memd.": the object's name may carry a prefix (memd's shm namespace)
+// before a caller's name, so this is the object's limit, not a user's.
+constexpr size_t kMaxRegionName = 255 - (sizeof "memd." - 1);
 // Where Linux keeps POSIX shm objects (glibc's shm_open opens files here).
 constexpr char kShmDirectory[] = "/dev/shm";
 

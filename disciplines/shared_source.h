@@ -65,7 +65,7 @@ inline constexpr size_t kSharedPageSize = 4096;
 // No discipline hands out an object larger than this.
 inline constexpr size_t kMaxSharedObject = size_t{1} << 40;
 
-// Region names for shm objects: 1..200 chars of [A-Za-z0-9._-], not starting
+// Region names for shm objects: 1..250 chars of [A-Za-z0-9._-], not starting
 // with '.', no "..". INVALID_ARGUMENT naming the problem otherwise. The shm
 // object is "/memd.<name>".
 absl::Status validate_region_name(std::string_view name);

@@ -86,6 +86,49 @@ TEST_F(DaemonBadInput, RegionRequests) {
   EXPECT_EQ(s.stat("nothing", &info).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A name of any length is quoted in part: the whole of 16 KiB would not fit
+// in gRPC's metadata, and the client would see RESOURCE_EXHAUSTED instead
+// of the answer.
+TEST_F(DaemonBadInput, LongUnknownNamesAreNotFoundAndQuotedInPart) {
+  RawSession s(d.socket());
+  ASSERT_NE(s.id, 0u) << s.refused.error_message();
+  // Multi-byte characters, so that a cut in the middle of one would show.
+  std::string name;
+  while (name.size() < 16 * 1024) name += "r\xc3\xa9gion-";
+  v1::RegionInfo info;
+  grpc::Status st = s.stat(name, &info);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message().substr(0, 200);
+  EXPECT_LT(st.error_message().size(), 300u);
+  EXPECT_NE(st.error_message().find("r\xc3\xa9gion-"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("\xe2\x80\xa6"), std::string::npos) << st.error_message();  // the ellipsis
+  grpc::ClientContext ctx;
+  RawSession::deadline(&ctx);
+  v1::RemoveRegionRequest rm;
+  rm.set_name(name);
+  v1::RemoveRegionResponse rm_resp;
+  st = s.regions->Remove(&ctx, rm, &rm_resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message().substr(0, 200);
+  EXPECT_LT(st.error_message().size(), 300u);
+  v1::OpenRegionResponse resp;
+  st = s.open(open_request(name, v1::DISCIPLINE_SHM, false), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message().substr(0, 200);
+  EXPECT_LT(st.error_message().size(), 300u);
+}
+
+// Every test daemon has an shm namespace; a name of 200 (the documented
+// limit) is the user's, and the prefix is not counted against it.
+TEST_F(DaemonBadInput, NamesOfTwoHundredWorkUnderAnShmNamespace) {
+  ASSERT_FALSE(d.shm_namespace().empty());
+  RawSession s(d.socket());
+  ASSERT_NE(s.id, 0u) << s.refused.error_message();
+  v1::OpenRegionResponse resp;
+  std::string name(200, 'n');
+  grpc::Status st = s.open(open_request(name), &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_NE(resp.object_path().find(d.shm_namespace()), std::string::npos) << resp.object_path();
+  EXPECT_EQ(s.open(open_request(std::string(201, 'n')), &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(DaemonBadInput, LeaseRequests) {
   RawSession s(d.socket());
   ASSERT_NE(s.id, 0u) << s.refused.error_message();

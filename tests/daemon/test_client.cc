@@ -11,6 +11,9 @@
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
 //   test_client SOCKET REGION open                    open only (status in the exit code)
 //   test_client SOCKET REGION exec-hold ID COUNT SIZE  allocate, then exec itself as hold (same process)
+//   test_client SOCKET - sessions MAX                 open sessions until one is refused (or MAX); prints
+//                                                     "sessions N", exits with the refusal's code
+//   test_client SOCKET - sessions-hold MAX            the same, then prints "ready" and sleeps until killed
 // Options before SOCKET: --uid N (switch user first), --file (file discipline).
 #include <unistd.h>
 
@@ -73,6 +76,28 @@ int main(int argc, char** argv) {
   memd::ClientOptions co;
   co.socket = socket;
   co.program = "test_client " + job;
+  if (job == "sessions" || job == "sessions-hold") {
+    if (nums.size() != 1) return 2;
+    std::vector<std::unique_ptr<memd::Client>> clients;
+    absl::Status refused;
+    while (clients.size() < nums[0]) {
+      absl::StatusOr<std::unique_ptr<memd::Client>> c = memd::Client::connect(co);
+      if (!c.ok()) {
+        refused = c.status();
+        break;
+      }
+      clients.push_back(std::move(*c));
+    }
+    std::printf("sessions %zu\n", clients.size());
+    if (!refused.ok()) std::printf("refused: %s\n", std::string(refused.message()).c_str());
+    std::fflush(stdout);
+    if (job == "sessions-hold") {
+      std::printf("ready\n");
+      std::fflush(stdout);
+      for (;;) pause();
+    }
+    return refused.ok() ? 0 : 10 + static_cast<int>(refused.code());
+  }
   absl::StatusOr<std::unique_ptr<memd::Client>> client = memd::Client::connect(co);
   if (!client.ok()) return fail(client.status(), "connect");
   absl::StatusOr<std::unique_ptr<memd::Region>> region = (*client)->open(name, open);

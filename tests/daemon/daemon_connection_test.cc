@@ -1,0 +1,179 @@
+// Connections that never speak, and the descriptor limit: a daemon whose
+// RLIMIT_NOFILE is low is flooded with connections that send nothing. It
+// must not spin on accept nor flood its log, it must close the silent
+// connections after handshake-timeout, and then serve a real client again.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <filesystem>
+#include <fstream>
+#include <pwd.h>
+
+#include "tests/daemon/test_util.h"
+
+namespace memd {
+namespace {
+
+using namespace memd::testing;
+
+// utime + stime of a process, in clock ticks (/proc/<pid>/stat).
+long cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  long utime = 0, stime = 0;
+  for (int i = 3; fields >> f; ++i) {
+    if (i == 14) utime = std::stol(f);
+    if (i == 15) {
+      stime = std::stol(f);
+      break;
+    }
+  }
+  return utime + stime;
+}
+
+size_t open_descriptors(pid_t pid) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+int connect_silently(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the daemon has closed its end (reads what gRPC sent first).
+bool closed_by_daemon(int fd) {
+  char buf[4096];
+  for (;;) {
+    ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r == 0) return true;
+    if (r < 0) return errno != EAGAIN && errno != EINTR;
+  }
+}
+
+TEST(DaemonConnections, SilentConnectionsAtTheDescriptorLimitAreClosedAndServiceResumes) {
+  constexpr int kTimeout = 4;  // handshake-timeout, seconds
+  DaemonProcess d({"--handshake-timeout", std::to_string(kTimeout)});
+  ASSERT_TRUE(d.running()) << d.log();
+  // Room for a few connections only.
+  rlimit low{};
+  low.rlim_cur = low.rlim_max = open_descriptors(d.pid()) + 24;
+  ASSERT_EQ(prlimit(d.pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+
+  // More connections than fit; all wait in the backlog or are accepted.
+  std::vector<int> silent;
+  for (int i = 0; i < 60; ++i) {
+    int fd = connect_silently(d.socket());
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    silent.push_back(fd);
+  }
+  ASSERT_TRUE(eventually([&] { return d.log().find("Too many open files") != std::string::npos; }))
+      << "accept never reached the limit:\n" << d.log();
+
+  // At the limit: the daemon waits instead of spinning. Half a second of
+  // CPU in two seconds is far above waiting and far below a spinning loop.
+  long before = cpu_ticks(d.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  long used = cpu_ticks(d.pid()) - before;
+  EXPECT_LT(used, sysconf(_SC_CLK_TCK) / 2) << "CPU ticks at the descriptor limit";
+
+  // Every silent connection is closed by the daemon, those in the backlog
+  // once they have been accepted and have had their time.
+  EXPECT_TRUE(eventually(
+      [&] {
+        size_t closed = 0;
+        for (int fd : silent) closed += closed_by_daemon(fd);
+        return closed == silent.size();
+      },
+      std::chrono::seconds(20 * kTimeout)));
+  for (int fd : silent) close(fd);
+  // And a real client is served again.
+  EXPECT_EQ(run_client(d, {}, {"afterwards", "fill", "1", "100", "32"}), 0) << d.log();
+  std::string log = d.log();
+  EXPECT_LE(count(log, "Too many open files"), 12u) << log;
+  EXPECT_NE(log.find("handshake-timeout"), std::string::npos) << log;
+}
+
+// Each connection takes two descriptors; memd takes the hard limit as its
+// soft one, or a default soft limit of 1024 would bound it to ~500 clients.
+TEST(DaemonConnections, TheDescriptorLimitIsRaisedToTheHardLimit) {
+  std::string dir = std::filesystem::temp_directory_path().string() + "/memd-nofile-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::string log = dir + "/memd.log";
+  pid_t daemon = spawn_process({"/usr/bin/prlimit", "--nofile=256:4096", MEMD_BINARY, "--socket", dir + "/memd.sock",
+                                "--data-dir", dir + "/data", "--shm-namespace", "nofile" + std::to_string(getpid()),
+                                "--metrics-address", "127.0.0.1:0"},
+                               log);
+  EXPECT_TRUE(eventually([&] { return read_file(log).find("serving on") != std::string::npos; })) << read_file(log);
+  rlimit now{};
+  ASSERT_EQ(prlimit(daemon, RLIMIT_NOFILE, nullptr, &now), 0) << std::strerror(errno);
+  EXPECT_EQ(now.rlim_cur, 4096u);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(wait_exit(daemon), 0) << read_file(log);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Without MEMD_SOCKET and XDG_RUNTIME_DIR, memd and libmemd agree on one
+// absolute default, so a program started in another directory finds the
+// daemon (it used to look for ./run/memd.sock where it stood).
+TEST(DaemonSocket, TheDefaultSocketIsFoundFromAnyDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the daemon as another user";
+  passwd* nobody = getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  std::string uid = std::to_string(nobody->pw_uid);
+  std::string base = std::filesystem::temp_directory_path().string();
+  std::string daemon_dir = base + "/memd-default-daemon-" + std::to_string(getpid());
+  std::string client_dir = base + "/memd-default-client-" + std::to_string(getpid());
+  std::filesystem::create_directories(daemon_dir);
+  std::filesystem::create_directories(client_dir);
+  ASSERT_EQ(chown(daemon_dir.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  std::string ns = "dflt" + std::to_string(getpid());
+  std::string expected = "/tmp/memd-" + uid + "/memd.sock";
+  std::string log = daemon_dir + "/memd.log";
+  pid_t daemon = spawn_process({"/usr/bin/env", "-u", "MEMD_SOCKET", "-u", "XDG_RUNTIME_DIR", "-C", daemon_dir,
+                                "setpriv", "--reuid=" + uid, "--regid=" + std::to_string(nobody->pw_gid),
+                                "--clear-groups", MEMD_BINARY, "--shm-namespace", ns, "--metrics-address",
+                                "127.0.0.1:0"},
+                               log);
+  EXPECT_TRUE(eventually([&] { return read_file(log).find("serving on") != std::string::npos; })) << read_file(log);
+  EXPECT_NE(read_file(log).find("serving on " + expected), std::string::npos) << read_file(log);
+  // A client elsewhere, with the same (empty) environment: an empty socket
+  // argument is the default.
+  pid_t client = spawn_process({"/usr/bin/env", "-u", "MEMD_SOCKET", "-u", "XDG_RUNTIME_DIR", "-C", client_dir,
+                                TEST_CLIENT, "--uid", uid, "", "found", "fill", "1", "100", "32"},
+                               client_dir + "/client.log");
+  EXPECT_EQ(wait_exit(client), 0) << read_file(client_dir + "/client.log") << read_file(log);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(wait_exit(daemon), 0) << read_file(log);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (e.path().filename().string().rfind("memd." + ns + ".", 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+  std::filesystem::remove_all(daemon_dir, ec);
+  std::filesystem::remove_all(client_dir, ec);
+}
+
+}  // namespace
+}  // namespace memd
