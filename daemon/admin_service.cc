@@ -9,6 +9,7 @@
 #include "daemon/handler.h"
 #include "daemon/heap_profile.h"
 #include "daemon/metrics.h"
+#include "daemon/client_text.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
 
@@ -155,7 +156,7 @@ grpc::Status AdminService::Profile(grpc::ServerContext* c, const v1::ProfileRequ
     }
     if (req->region() != kProcessHeapLabel) {
       std::shared_ptr<ServedRegion> r = state_->regions->find(req->region());
-      if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->region(), "\""));
+      if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quote_client_text(req->region())));
       if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
     } else if (who.peer.uid != 0 && req->pid() != 0 && req->pid() != who.peer.pid) {
       // Another process's heap: its owner or root only.

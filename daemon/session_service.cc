@@ -12,10 +12,14 @@
 #include <set>
 #include <string>
 
+#include "daemon/client_text.h"
 #include "daemon/log.h"
 #include "daemon/services.h"
 
 namespace memd::daemon {
+namespace {
+constexpr size_t kMaxProgramBytes = 200;
+}  // namespace
 
 grpc::Status SessionService::Open(grpc::ServerContext* context,
                                   grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
@@ -45,9 +49,13 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     std::lock_guard<std::mutex> g(write_lock);
     stream->Write(e);
   };
+  // The program's name goes to logs, labels and replies: made safe once,
+  // here (cut on a character, escapes for controls), for all of them.
+  v1::Hello hello = request.hello();
+  hello.set_program(client_text(hello.program(), kMaxProgramBytes));
   v1::SessionEvent welcome;
   absl::StatusOr<std::shared_ptr<Session>> s =
-      state_->sessions->open(*peer, connection, request.hello(), send, welcome.mutable_welcome());
+      state_->sessions->open(*peer, connection, hello, send, welcome.mutable_welcome());
   if (!s.ok()) {
     log_warning("session refused for pid ", peer->pid, ": ", s.status().message());
     return refuse(to_grpc(s.status()));
