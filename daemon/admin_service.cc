@@ -167,7 +167,7 @@ grpc::Status AdminService::Profile(grpc::ServerContext* c, const v1::ProfileRequ
     auto live = [this](const std::string& region, uint64_t offset) {
       return region_object_live(state_, region, offset);
     };
-    ProfileInput in = state_->telemetry->profile_input(req->region(), req->pid(), live);
+    ProfileInput in = state_->telemetry->profile_input(req->region(), req->pid(), std::nullopt, live);
     in.time_nanos = static_cast<int64_t>(wall_ms()) * 1000000;
     in.comment = req->pid() != 0 ? absl::StrCat("memd heap profile of ", req->region(), ", pid ", req->pid())
                                  : absl::StrCat("memd heap profile of ", req->region());

@@ -118,6 +118,11 @@ const std::vector<Key>& keys() {
       {"max-sessions", "client processes connected at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_sessions) && c.max_sessions > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.max_sessions); }},
+      {"telemetry-bytes-per-session", "bytes of telemetry samples and symbols kept per client session (e.g. 8M)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_session); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;

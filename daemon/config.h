@@ -35,6 +35,10 @@ struct DaemonConfig {
   // sessions at once.
   uint64_t client_block_quota = 0;
   uint32_t max_sessions = 1024;
+  // Client telemetry: bytes of sampled allocations and symbols kept per
+  // session (and per region, for those of ended sessions); beyond them
+  // samples are dropped and counted (memd_telemetry_rejected_total).
+  uint64_t telemetry_bytes_per_session = uint64_t{8} << 20;
   // Shutting down: checkpoint file regions (msync) before closing.
   bool checkpoint_on_exit = true;
 };

@@ -76,10 +76,12 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     for (const std::string& name : state_->sessions->ever_attached(**s)) {
       if (state_->regions->find(name) != nullptr) reportable.insert(name);
     }
-    state_->telemetry->report(who, reportable, request.telemetry());
+    state_->telemetry->report(who, reportable, request.telemetry(), state_->config->telemetry_bytes_per_session);
   }
   state_->sessions->end((*s)->id);
-  if (state_->telemetry != nullptr) state_->telemetry->end_session((*s)->id);
+  if (state_->telemetry != nullptr) {
+    state_->telemetry->end_session((*s)->id, state_->config->telemetry_bytes_per_session);
+  }
   state_->rpc_stats.record("Session", grpc::StatusCode::OK);
   return grpc::Status::OK;
 }
