@@ -30,7 +30,7 @@ bool SamplePool::add(std::string_view heap, const Sample& fields, std::span<cons
   const uint64_t need = cost(stack.size()) + (names_.find(heap) ? 0 : NameTable::cost(heap));
   if (!fits(need)) {
     // Freed samples only count in alloc_*: they go before a live one is refused.
-    remove_if([](const Sample& s) { return !s.live; });
+    if (freed_ > 0) remove_if([](const Sample& s) { return !s.live; });
     if (!fits(need)) return false;
   }
   auto s = std::make_unique<Sample>();
@@ -52,7 +52,7 @@ bool SamplePool::add(std::string_view heap, const Sample& fields, std::span<cons
   if (samples_.size() > max_samples_) {
     // Down to 3/4 of the bound: a pass over the samples once in a quarter
     // of the bound's arrivals, not once per sample.
-    remove_if([](const Sample& x) { return !x.live; });
+    if (freed_ > 0) remove_if([](const Sample& x) { return !x.live; });
     while (samples_.size() > max_samples_ * 3 / 4) drop_oldest();
   }
   return true;
@@ -92,7 +92,7 @@ bool SamplePool::end(std::string_view heap, uint64_t address) {
   if (!id) return false;
   auto it = live_.find({*id, address});
   if (it == live_.end()) return false;
-  it->second->live = false;
+  mark_freed(*it->second);
   live_.erase(it);
   return true;
 }
@@ -105,9 +105,10 @@ void SamplePool::forget_heap(std::string_view heap) {
 void SamplePool::push(std::unique_ptr<Sample> s) {
   if (s->live) {
     Sample*& slot = live_[{s->heap, s->address}];
-    if (slot != nullptr) slot->live = false;  // its free went unseen: the address was reused
+    if (slot != nullptr) mark_freed(*slot);  // its free went unseen: the address was reused
     slot = s.get();
   }
+  if (!s->live) ++freed_;
   sample_bytes_ += cost(s->stack.size());
   samples_.push_back(std::move(s));
 }
@@ -130,6 +131,8 @@ void SamplePool::release(const Sample& s) {
   if (s.live) {
     auto it = live_.find({s.heap, s.address});
     if (it != live_.end() && it->second == &s) live_.erase(it);
+  } else {
+    --freed_;
   }
   names_.release(s.heap);
   for (const Frame& f : s.stack) names_.release(f.function);

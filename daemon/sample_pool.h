@@ -78,6 +78,10 @@ class SamplePool {
   template <class Pred>
   size_t remove_if(Pred pred);
   void drop_oldest();
+  void mark_freed(Sample& s) {
+    s.live = false;
+    ++freed_;
+  }
   void release(const Sample& s);
   bool fits(uint64_t more) const { return bytes() + more <= max_bytes_; }
 
@@ -88,6 +92,9 @@ class SamplePool {
   std::deque<std::unique_ptr<Sample>> samples_;  // oldest first
   std::map<std::pair<NameTable::Id, uint64_t>, Sample*> live_;  // live samples by (heap, address)
   uint64_t sample_bytes_ = 0;
+  // Samples not live: a pass to remove them is made only when there are
+  // some (a client over its budget must not make every sample a pass).
+  size_t freed_ = 0;
 };
 
 }  // namespace memd::daemon
