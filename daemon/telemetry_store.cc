@@ -373,12 +373,6 @@ std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> TelemetryStore::reje
   return rejected_;
 }
 
-uint64_t TelemetryStore::rejected_total() const {
-  uint64_t sum = 0;
-  for (uint64_t n : rejected()) sum += n;
-  return sum;
-}
-
 uint64_t TelemetryStore::samples_total() const {
   std::lock_guard<std::mutex> g(mu_);
   return samples_;

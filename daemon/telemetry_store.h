@@ -110,7 +110,6 @@ class TelemetryStore {
 
   uint64_t reports_total() const;
   std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> rejected() const;
-  uint64_t rejected_total() const;  // every reason
   uint64_t samples_total() const;
   // Bytes the samples and symbols of every pool take now.
   uint64_t stored_bytes() const;
