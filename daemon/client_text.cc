@@ -1,5 +1,6 @@
 #include "daemon/client_text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -35,22 +36,27 @@ size_t decode(std::string_view in, char32_t* out) {
   return len;
 }
 
-void encode(char32_t c, std::string* out) {
+size_t encode(char32_t c, char* out) {
   if (c < 0x80) {
-    out->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | c >> 6));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | c >> 12));
-    out->push_back(static_cast<char>(0x80 | (c >> 6 & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | c >> 18));
-    out->push_back(static_cast<char>(0x80 | (c >> 12 & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c >> 6 & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    out[0] = static_cast<char>(c);
+    return 1;
   }
+  if (c < 0x800) {
+    out[0] = static_cast<char>(0xC0 | c >> 6);
+    out[1] = static_cast<char>(0x80 | (c & 0x3F));
+    return 2;
+  }
+  if (c < 0x10000) {
+    out[0] = static_cast<char>(0xE0 | c >> 12);
+    out[1] = static_cast<char>(0x80 | (c >> 6 & 0x3F));
+    out[2] = static_cast<char>(0x80 | (c & 0x3F));
+    return 3;
+  }
+  out[0] = static_cast<char>(0xF0 | c >> 18);
+  out[1] = static_cast<char>(0x80 | (c >> 12 & 0x3F));
+  out[2] = static_cast<char>(0x80 | (c >> 6 & 0x3F));
+  out[3] = static_cast<char>(0x80 | (c & 0x3F));
+  return 4;
 }
 
 // Characters that reorder the text shown after them (Trojan Source, CVE-2021-42574).
@@ -58,38 +64,33 @@ bool is_bidi_control(char32_t c) {
   return c == 0x061C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
 }
 
-// One character of the text as it is shown: itself, or its escape.
-std::string shown(char32_t c) {
-  char buf[16];
+// One character of the text as it is shown, itself or its escape, into
+// `buf`; returns its length.
+size_t shown(char32_t c, char (&buf)[16]) {
   switch (c) {
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
+    case '\n': return std::snprintf(buf, sizeof buf, "\\n");
+    case '\r': return std::snprintf(buf, sizeof buf, "\\r");
+    case '\t': return std::snprintf(buf, sizeof buf, "\\t");
     default: break;
   }
-  if (c < 0x20 || c == 0x7F) {
-    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
-    return buf;
-  }
+  if (c < 0x20 || c == 0x7F) return std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
   if ((c >= 0x80 && c < 0xA0) || is_bidi_control(c)) {
-    std::snprintf(buf, sizeof buf, "\\u{%X}", static_cast<unsigned>(c));
-    return buf;
+    return std::snprintf(buf, sizeof buf, "\\u{%X}", static_cast<unsigned>(c));
   }
-  std::string out;
-  encode(c, &out);
-  return out;
+  return encode(c, buf);
 }
 
 // Appends shown characters of `text` while they fit in `max_bytes` and
 // `max_chars`; returns the bytes of `text` consumed.
 size_t append_shown(std::string_view text, size_t max_bytes, size_t max_chars, std::string* out) {
   size_t at = 0;
+  char buf[16];
   for (size_t chars = 0; at < text.size() && chars < max_chars; ++chars) {
     char32_t c;
     size_t len = decode(text.substr(at), &c);
-    std::string s = shown(c);
-    if (out->size() + s.size() > max_bytes) break;
-    out->append(s);
+    size_t n = shown(c, buf);
+    if (out->size() + n > max_bytes) break;
+    out->append(buf, n);
     at += len;
   }
   return at;
@@ -99,6 +100,7 @@ size_t append_shown(std::string_view text, size_t max_bytes, size_t max_chars, s
 
 std::string client_text(std::string_view text, size_t max_bytes) {
   std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
   append_shown(text, max_bytes, SIZE_MAX, &out);
   return out;
 }
