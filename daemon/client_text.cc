@@ -59,9 +59,12 @@ size_t encode(char32_t c, char* out) {
   return 4;
 }
 
-// Characters that reorder the text shown after them (Trojan Source, CVE-2021-42574).
-bool is_bidi_control(char32_t c) {
-  return c == 0x061C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+// Characters that reorder the text shown after them (Trojan Source,
+// CVE-2021-42574), and the line and paragraph separators some viewers
+// break lines at.
+bool is_bidi_control_or_separator(char32_t c) {
+  return c == 0x061C || c == 0x200E || c == 0x200F || c == 0x2028 || c == 0x2029 || (c >= 0x202A && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069);
 }
 
 // One character of the text as it is shown, itself or its escape, into
@@ -74,7 +77,7 @@ size_t shown(char32_t c, char (&buf)[16]) {
     default: break;
   }
   if (c < 0x20 || c == 0x7F) return std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
-  if ((c >= 0x80 && c < 0xA0) || is_bidi_control(c)) {
+  if ((c >= 0x80 && c < 0xA0) || is_bidi_control_or_separator(c)) {
     return std::snprintf(buf, sizeof buf, "\\u{%X}", static_cast<unsigned>(c));
   }
   return encode(c, buf);

@@ -17,8 +17,9 @@
 namespace memd::daemon {
 
 // `text` made safe to show, in at most `max_bytes` bytes: invalid UTF-8
-// bytes become U+FFFD; control characters (C0, DEL, C1) and bidi controls
-// (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069) become escapes ("\n",
+// bytes become U+FFFD; control characters (C0, DEL, C1), bidi controls
+// (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069) and the line and
+// paragraph separators (U+2028/9) become escapes ("\n",
 // "\x00", "\u{202E}"). Clean text comes out unchanged, so applying it twice
 // (the log does it to whole lines) changes nothing more. Cut after the last
 // whole character or escape that fits.

@@ -30,6 +30,7 @@ TEST(ClientText, InvalidUtf8BecomesTheReplacementCharacter) {
 TEST(ClientText, ControlsAndBidiOverridesAreEscaped) {
   std::string text = std::string("a\nb\0c\r\t\x7F", 8) + kRlo + "\xC2\x85" + "\xE2\x81\xA6";
   EXPECT_EQ(client_text(text, 100), "a\\nb\\x00c\\r\\t\\x7F\\u{202E}\\u{85}\\u{2066}");
+  EXPECT_EQ(client_text("a\xE2\x80\xA8" "b", 100), "a\\u{2028}b");  // LINE SEPARATOR
   // Clean text is left as it is: escaping twice changes nothing.
   std::string once = client_text(text, 100);
   EXPECT_EQ(client_text(once, 100), once);
