@@ -201,7 +201,11 @@ void TelemetryStore::report_samples(SessionData& s, const std::set<std::string>&
     fields.address = in.address();
     fields.requested = in.requested_bytes();
     std::span<const uint64_t> stack(in.stack().data(), std::min<size_t>(in.stack_size(), kMaxFrames));
-    if (!s.pool.add(heap_label(in.region()), fields, stack)) reject(Rejected::kSessionBytes);
+    if (!s.pool.add(heap_label(in.region()), fields, stack)) {
+      reject(Rejected::kSessionBytes);
+    } else if (!in.region().empty()) {
+      samplers_[in.region()].insert(fields.session);
+    }
   }
   for (const v1::SampledFree& f : r.frees()) {
     const std::string label = heap_label(f.region());
@@ -211,8 +215,11 @@ void TelemetryStore::report_samples(SessionData& s, const std::set<std::string>&
     // region this session has had open.
     if (f.region().empty() || !known(f.region())) continue;
     bool ended = false;
-    for (auto& [id, other] : sessions_) {
-      if ((ended = other.pool.end(label, f.address()))) break;
+    if (auto samplers = samplers_.find(label); samplers != samplers_.end()) {
+      for (uint64_t id : samplers->second) {
+        auto other = sessions_.find(id);
+        if (other != sessions_.end() && (ended = other->second.pool.end(label, f.address()))) break;
+      }
     }
     if (auto kept = kept_.find(label); !ended && kept != kept_.end()) kept->second.end(label, f.address());
   }
@@ -234,6 +241,8 @@ void TelemetryStore::end_session(uint64_t session, uint64_t budget) {
     SamplePool& kept = kept_.try_emplace(heap, budget, kMaxKeptSamplesPerRegion).first->second;
     reject(Rejected::kRegionFull, kept.keep(s.pool, *sample));
   }
+  for (auto& [region, ids] : samplers_) ids.erase(session);
+  std::erase_if(samplers_, [](const auto& entry) { return entry.second.empty(); });
   sessions_.erase(it);  // and its pool, with every name and sample in it
 }
 
@@ -241,6 +250,7 @@ void TelemetryStore::forget_region(const std::string& region) {
   std::lock_guard<std::mutex> g(mu_);
   retired_.erase(region);
   kept_.erase(region);
+  samplers_.erase(region);
   for (auto& [id, s] : sessions_) s.pool.forget_heap(region);
 }
 

@@ -150,6 +150,9 @@ class TelemetryStore {
   std::map<uint64_t, SessionData> sessions_;
   std::map<std::string, std::map<uint32_t, ClassTotals>> retired_;  // region -> class -> totals
   std::map<std::string, SamplePool> kept_;  // region samples of ended sessions
+  // Sessions that sampled in each region: where the free of an object
+  // another session sampled is looked for (not in every session).
+  std::map<std::string, std::set<uint64_t>> samplers_;
   uint64_t reports_ = 0;
   uint64_t samples_ = 0;
   std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> rejected_{};
