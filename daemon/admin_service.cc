@@ -9,8 +9,10 @@
 #include "daemon/handler.h"
 #include "daemon/heap_profile.h"
 #include "daemon/metrics.h"
+#include "daemon/client_text.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "daemon/visibility.h"
 
 namespace memd::daemon {
 namespace {
@@ -109,8 +111,9 @@ grpc::Status AdminService::Drain(grpc::ServerContext* c, const v1::DrainRequest*
 
 grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListClientsRequest*,
                                        v1::ListClientsResponse* resp) {
-  return handle(state_, __func__, c, std::nullopt, [&](Caller&) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     for (const auto& s : state_->sessions->list()) {
+      if (!sees_process(who.peer, s->peer.uid)) continue;
       v1::ClientInfo* ci = resp->add_clients();
       ci->set_session(s->id);
       ci->set_pid(s->peer.pid);
@@ -119,6 +122,7 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
       ci->set_connected_ms(s->connected_ms);
       ci->set_rpcs(s->rpcs.load());
       for (const auto& [h, a] : state_->sessions->attachments(*s)) {
+        if (!sees_region(who.peer, a.region->record)) continue;
         v1::ClientLeaseInfo* li = ci->add_leases();
         li->set_region(a.region->record.name);
         li->set_lease_slot(a.slot);
@@ -134,12 +138,16 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
 }
 
 grpc::Status AdminService::Stats(grpc::ServerContext* c, const v1::StatsRequest*, v1::StatsResponse* resp) {
-  return handle(state_, __func__, c, std::nullopt, [&](Caller&) -> absl::Status {
+  return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     resp->set_daemon_id(state_->daemon_id);
     resp->set_version("0.1.0");
     resp->set_uptime_ms(wall_ms() - state_->started_ms);
-    resp->set_regions(static_cast<uint32_t>(state_->regions->list().size()));
-    resp->set_sessions(static_cast<uint32_t>(state_->sessions->list().size()));
+    // Counts of what the caller may see; the daemon-wide totals below name nobody.
+    uint32_t regions = 0, sessions = 0;
+    for (const auto& r : state_->regions->list()) regions += sees_region(who.peer, r->record) ? 1 : 0;
+    for (const auto& s : state_->sessions->list()) sessions += sees_process(who.peer, s->peer.uid) ? 1 : 0;
+    resp->set_regions(regions);
+    resp->set_sessions(sessions);
     resp->set_sessions_total(state_->sessions->sessions_total());
     resp->set_rpcs(state_->rpcs.load());
     resp->set_rpc_errors(state_->rpc_errors.load());
@@ -159,7 +167,7 @@ grpc::Status AdminService::Profile(grpc::ServerContext* c, const v1::ProfileRequ
     }
     if (req->region() != kProcessHeapLabel) {
       std::shared_ptr<ServedRegion> r = state_->regions->find(req->region());
-      if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", req->region(), "\""));
+      if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quote_client_text(req->region())));
       if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
     } else if (who.peer.uid != 0 && req->pid() != 0 && req->pid() != who.peer.pid) {
       // Another process's heap: its owner or root only.
@@ -170,7 +178,9 @@ grpc::Status AdminService::Profile(grpc::ServerContext* c, const v1::ProfileRequ
     auto live = [this](const std::string& region, uint64_t offset) {
       return region_object_live(state_, region, offset);
     };
-    ProfileInput in = state_->telemetry->profile_input(req->region(), req->pid(), live);
+    // Only samples of the caller's own processes (root: everyone's), in a
+    // region as in the process heaps: return addresses would undo ASLR.
+    ProfileInput in = state_->telemetry->profile_input(req->region(), req->pid(), visible_samples_of(who.peer), live);
     in.time_nanos = static_cast<int64_t>(wall_ms()) * 1000000;
     in.comment = req->pid() != 0 ? absl::StrCat("memd heap profile of ", req->region(), ", pid ", req->pid())
                                  : absl::StrCat("memd heap profile of ", req->region());

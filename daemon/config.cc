@@ -141,6 +141,11 @@ const std::vector<Key>& keys() {
       {"drain-timeout", "seconds calls in progress get to finish at shutdown",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.drain_timeout_s); },
        [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
+      {"telemetry-bytes-per-session", "bytes of telemetry samples and symbols kept per client session (e.g. 8M)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_session); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;

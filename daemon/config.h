@@ -48,6 +48,10 @@ struct DaemonConfig {
   // Shutting down: calls in progress get this long to finish before they
   // are cancelled (session streams end at once).
   uint32_t drain_timeout_s = 2;
+  // Client telemetry: bytes of sampled allocations and symbols kept per
+  // session (and per region, for those of ended sessions); beyond them
+  // samples are dropped and counted (memd_telemetry_rejected_total).
+  uint64_t telemetry_bytes_per_session = uint64_t{8} << 20;
   // Shutting down: checkpoint file regions (msync) before closing.
   bool checkpoint_on_exit = true;
 };

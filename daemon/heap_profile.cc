@@ -26,7 +26,10 @@ enum ValueIndex { kAllocObjects, kAllocSpace, kInuseObjects, kInuseSpace, kValue
 // named by its index or id. Ids start at 1: the format reads 0 as "none".
 class Tables {
  public:
-  explicit Tables(pprof::Profile* profile) : profile_(profile) { string_index(""); }
+  Tables(pprof::Profile* profile, const std::vector<std::string>* functions)
+      : profile_(profile), function_names_(functions) {
+    string_index("");
+  }
 
   int64_t string_index(const std::string& s) {
     auto [it, inserted] = strings_.try_emplace(s, profile_->string_table_size());
@@ -34,9 +37,10 @@ class Tables {
     return it->second;
   }
 
-  uint64_t function_id(const std::string& name) {
-    auto [it, inserted] = functions_.try_emplace(name, profile_->function_size() + 1);
+  uint64_t function_id(uint32_t function) {
+    auto [it, inserted] = functions_.try_emplace(function, profile_->function_size() + 1);
     if (inserted) {
+      const std::string& name = (*function_names_)[function];
       pprof::Function* f = profile_->add_function();
       f->set_id(it->second);
       // Clients send names already demangled: both names are that one.
@@ -48,6 +52,7 @@ class Tables {
 
   // The same address in two processes is two places in two programs; the
   // same address named differently (a library reloaded) is two as well.
+  // REQUIRES: frame.function indexes the input's functions.
   uint64_t location_id(const ProfileFrame& frame) {
     auto key = std::make_tuple(frame.address_space, frame.address, frame.function);
     auto [it, inserted] = locations_.try_emplace(std::move(key), profile_->location_size() + 1);
@@ -56,7 +61,7 @@ class Tables {
       l->set_id(it->second);
       l->set_address(frame.address);
       // No line: pprof shows the bare address of a frame nobody could name.
-      if (!frame.function.empty()) l->add_line()->set_function_id(function_id(frame.function));
+      if (frame.function != 0) l->add_line()->set_function_id(function_id(frame.function));
     }
     return it->second;
   }
@@ -68,9 +73,10 @@ class Tables {
 
  private:
   pprof::Profile* profile_;
+  const std::vector<std::string>* function_names_;
   std::unordered_map<std::string, int64_t> strings_;
-  std::unordered_map<std::string, uint64_t> functions_;
-  std::map<std::tuple<uint64_t, uint64_t, std::string>, uint64_t> locations_;
+  std::unordered_map<uint32_t, uint64_t> functions_;  // input's index -> profile's id
+  std::map<std::tuple<uint64_t, uint64_t, uint32_t>, uint64_t> locations_;
 };
 
 // How many allocations one sample of `bytes` stands for. An allocation of
@@ -100,6 +106,11 @@ using StackAndSize = std::pair<std::vector<uint64_t>, uint64_t>;
 absl::Status add_samples(const ProfileInput& input, Tables& tables, pprof::Profile& profile) {
   std::map<StackAndSize, MergedSample> merged;
   for (const ProfileSample& s : input.samples) {
+    for (const ProfileFrame& frame : s.stack) {
+      if (frame.function >= input.functions.size()) {
+        return absl::InternalError(absl::StrCat("function ", frame.function, " is not in the profile's table"));
+      }
+    }
     if (s.requested_bytes > INT64_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("a sample of ", s.requested_bytes, " bytes is beyond int64"));
     }
@@ -166,7 +177,7 @@ absl::StatusOr<std::string> build_heap_profile(const ProfileInput& input) {
         absl::StrCat("sample period of ", input.sample_period_bytes, " bytes is beyond the profile's int64 period"));
   }
   pprof::Profile profile;
-  Tables tables(&profile);
+  Tables tables(&profile, &input.functions);
   // In ValueIndex order.
   tables.add_value_type(profile.add_sample_type(), "alloc_objects", "count");
   tables.add_value_type(profile.add_sample_type(), "alloc_space", "bytes");

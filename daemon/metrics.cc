@@ -188,9 +188,14 @@ void collect_telemetry(DaemonState* state, Families* f) {
              static_cast<double>(state->telemetry->reports_total()));
   f->counter("memd_telemetry_samples_total", "Sampled allocations received.", {},
              static_cast<double>(state->telemetry->samples_total()));
-  f->counter("memd_telemetry_rejected_total",
-             "Parts of telemetry reports left out: unknown regions or size classes, symbols over the limit.", {},
-             static_cast<double>(state->telemetry->rejected_total()));
+  auto rejected = state->telemetry->rejected();
+  for (size_t i = 0; i < rejected.size(); ++i) {
+    f->counter("memd_telemetry_rejected_total",
+               "Parts of telemetry reports left out, by reason (docs/metrics.md lists them).",
+               {{"reason", rejected_label(static_cast<Rejected>(i))}}, static_cast<double>(rejected[i]));
+  }
+  f->gauge("memd_telemetry_stored_bytes", "Bytes the daemon holds for sampled allocations and their symbols.", {},
+           static_cast<double>(state->telemetry->stored_bytes()));
   for (const auto& [key, t] : state->telemetry->class_totals()) {
     Labels l{{"region", key.first}, {"size_class", key.second}};
     f->counter("memd_size_class_allocations_total", "Objects allocated, by size class.", l,

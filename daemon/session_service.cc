@@ -12,10 +12,14 @@
 #include <set>
 #include <string>
 
+#include "daemon/client_text.h"
 #include "daemon/log.h"
 #include "daemon/services.h"
 
 namespace memd::daemon {
+namespace {
+constexpr size_t kMaxProgramBytes = 200;
+}  // namespace
 
 grpc::Status SessionService::Open(grpc::ServerContext* context,
                                   grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
@@ -45,9 +49,13 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     std::lock_guard<std::mutex> g(write_lock);
     stream->Write(e);
   };
+  // The program's name goes to logs, labels and replies: made safe once,
+  // here (cut on a character, escapes for controls), for all of them.
+  v1::Hello hello = request.hello();
+  hello.set_program(client_text(hello.program(), kMaxProgramBytes));
   v1::SessionEvent welcome;
   absl::StatusOr<std::shared_ptr<Session>> s =
-      state_->sessions->open(*peer, connection, request.hello(), send, welcome.mutable_welcome(),
+      state_->sessions->open(*peer, connection, hello, send, welcome.mutable_welcome(),
                              [context] { context->TryCancel(); });
   if (!s.ok()) {
     log_warning("session refused for pid ", peer->pid, ": ", s.status().message());
@@ -69,10 +77,12 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     for (const std::string& name : state_->sessions->ever_attached(**s)) {
       if (state_->regions->find(name) != nullptr) reportable.insert(name);
     }
-    state_->telemetry->report(who, reportable, request.telemetry());
+    state_->telemetry->report(who, reportable, request.telemetry(), state_->config->telemetry_bytes_per_session);
   }
   state_->sessions->end((*s)->id);
-  if (state_->telemetry != nullptr) state_->telemetry->end_session((*s)->id);
+  if (state_->telemetry != nullptr) {
+    state_->telemetry->end_session((*s)->id, state_->config->telemetry_bytes_per_session);
+  }
   state_->rpc_stats.record("Session", grpc::StatusCode::OK);
   return grpc::Status::OK;
 }

@@ -1,13 +1,28 @@
 #include "daemon/telemetry_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <unordered_map>
+
+#include "daemon/client_text.h"
 
 namespace memd::daemon {
 namespace {
 
+constexpr const char* kRejectedLabels[] = {"unknown_region",    "size_class",        "symbol_count",
+                                           "session_bytes",     "region_full",       "counter_decreased",
+                                           "counter_too_large", "counter_jump"};
+static_assert(std::size(kRejectedLabels) == static_cast<size_t>(Rejected::kCount));
+
 std::string heap_label(const std::string& region) { return region.empty() ? kProcessHeapLabel : region; }
+
+uint64_t steady_ms() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
+}
 
 // How many allocations a sample of `size` bytes stands for (pprof's
 // unsampling of a Poisson process with mean `period` bytes).
@@ -17,19 +32,36 @@ double sample_weight(uint64_t size, uint64_t period) {
   return p > 0 ? 1.0 / p : 1.0;
 }
 
-std::string site_of(const std::vector<ProfileFrame>& stack) {
-  for (const ProfileFrame& f : stack) {
-    if (!f.function.empty()) return f.function;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(f.address));
-    return buf;
-  }
-  return "unknown";
-}
-
 // 0 (large), 1 (huge), or a segregated class: 16..504 in steps of 8.
 bool valid_size_class(uint32_t c) {
   return c == 0 || c == 1 || (c >= 16 && c <= 8 * 63 && c % 8 == 0);
+}
+
+// Strings made while the store's lock is held, each once, named by index.
+class Strings {
+ public:
+  uint32_t index(const std::string& s) {
+    auto [it, inserted] = index_.try_emplace(s, static_cast<uint32_t>(all_.size()));
+    if (inserted) all_.push_back(s);
+    return it->second;
+  }
+  const std::string& operator[](uint32_t i) const { return all_[i]; }
+
+ private:
+  std::vector<std::string> all_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+// The site of a sample: the first frame the client named, else the first
+// frame's address.
+std::string site_of(const SamplePool& pool, const SamplePool::Sample& x) {
+  for (const SamplePool::Frame& f : x.stack) {
+    if (f.function != NameTable::kNone) return pool.name(f.function);
+  }
+  if (x.stack.empty()) return "unknown";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(x.stack.front().address));
+  return buf;
 }
 
 }  // namespace
@@ -40,149 +72,186 @@ std::string size_class_label(uint32_t size_class) {
   return std::to_string(size_class);
 }
 
+const char* rejected_label(Rejected reason) { return kRejectedLabels[static_cast<size_t>(reason)]; }
+
+void TelemetryStore::reject(CounterVerdict v) {
+  switch (v) {
+    case CounterVerdict::kDecreased: return reject(Rejected::kCounterDecreased);
+    case CounterVerdict::kTooLarge: return reject(Rejected::kCounterTooLarge);
+    case CounterVerdict::kJump: return reject(Rejected::kCounterJump);
+    case CounterVerdict::kOk: return;
+  }
+}
+
 void TelemetryStore::report(const ClientIdentity& who, const std::set<std::string>& reportable,
-                            const v1::TelemetryReport& r) {
-  auto known = [&](const std::string& region) { return region.empty() || reportable.count(region) > 0; };
+                            const v1::TelemetryReport& r, uint64_t budget) {
+  const uint64_t now_ms = steady_ms();
   std::lock_guard<std::mutex> g(mu_);
-  SessionData& s = sessions_[who.session];
+  SessionData& s = sessions_.try_emplace(who.session, budget).first->second;
   s.view.who = who;
   ++s.view.reports;
   ++reports_;
-  // Counters: the latest cumulative values per heap; a heap the client no
-  // longer reports (a closed region), or reports for a new opening (whose
-  // counts start again from zero), is retired.
-  std::map<std::string, std::map<uint32_t, ClassTotals>> latest;
-  std::map<std::string, uint64_t> instances;
+  report_counters(s, reportable, r, now_ms);
+  report_scalars(s, r, now_ms);
+  report_samples(s, reportable, r);
+}
+
+// Counters: the latest cumulative values per heap that pass the checks; a
+// heap the client no longer reports (a closed region), or reports for a new
+// opening (whose counts start again from zero), is retired. A class a report
+// leaves out keeps its value (cumulative: absent is unchanged).
+void TelemetryStore::report_counters(SessionData& s, const std::set<std::string>& reportable,
+                                     const v1::TelemetryReport& r, uint64_t now_ms) {
+  struct Reported {
+    uint64_t instance = 0;
+    std::map<uint32_t, ClassTotals> classes;
+  };
+  std::map<std::string, Reported> reported;
   for (const v1::HeapCounters& h : r.heaps()) {
-    if (!known(h.region())) {
-      ++rejected_;
+    if (!h.region().empty() && reportable.count(h.region()) == 0) {
+      reject(Rejected::kUnknownRegion);
       continue;
     }
-    instances[heap_label(h.region())] = h.instance();
-    auto& classes = latest[heap_label(h.region())];
+    Reported& heap = reported[heap_label(h.region())];
+    heap.instance = h.instance();
     for (const v1::ClassCounters& c : h.classes()) {
       if (!valid_size_class(c.size_class())) {
-        ++rejected_;
+        reject(Rejected::kSizeClass);
         continue;
       }
-      ClassTotals& t = classes[c.size_class()];
-      t.allocations += c.allocations();
-      t.frees += c.frees();
-      t.allocated_bytes += c.allocated_bytes();
-      t.freed_bytes += c.freed_bytes();
+      heap.classes[c.size_class()].add({c.allocations(), c.frees(), c.allocated_bytes(), c.freed_bytes()});
     }
   }
-  for (auto& [region, classes] : s.latest) {
-    if (!latest.count(region) || instances[region] != s.instances[region]) retire(s, region);
-  }
-  s.latest = std::move(latest);
-  s.instances = std::move(instances);
-  s.view.by_region.clear();
-  for (const auto& [region, classes] : s.latest) {
-    ClassTotals& sum = s.view.by_region[region];
-    for (const auto& [cls, t] : classes) sum.add(t);
-  }
-  s.view.rpcs = r.rpcs();
-  s.view.lease_calls = r.lease_calls();
-  s.view.samples_taken = r.samples_taken();
-  s.view.samples_dropped = r.samples_dropped();
-  s.view.reports_dropped = r.reports_dropped();
-  // Symbols first: the samples of this report use them.
-  for (const v1::Symbol& sym : r.symbols()) {
-    if (s.symbols.size() >= kMaxSymbolsPerSession && !s.symbols.count(sym.address())) {
-      ++rejected_;
+  for (auto it = s.latest.begin(); it != s.latest.end();) {
+    auto now = reported.find(it->first);
+    if (now != reported.end() && now->second.instance == it->second.instance) {
+      ++it;
       continue;
     }
-    s.symbols[sym.address()] = sym.name().substr(0, kMaxSymbolBytes);
+    retire(it->first, it->second);
+    it = s.latest.erase(it);
   }
+  for (const auto& [label, now] : reported) {
+    Heap& heap = s.latest[label];
+    heap.instance = now.instance;
+    auto seen = s.reported_ms.find(label);
+    for (const auto& [cls, totals] : now.classes) {
+      std::optional<ClassTotals> before;
+      uint64_t since = now_ms;
+      if (auto prev = heap.classes.find(cls); prev != heap.classes.end()) {
+        before = prev->second.totals;
+        since = prev->second.at_ms;
+      } else if (seen != s.reported_ms.end()) {
+        before = ClassTotals{};  // a new opening of a heap reported before: from zero since then
+        since = seen->second;
+      }
+      CounterVerdict v = check_class(before, totals, now_ms - since);
+      if (v != CounterVerdict::kOk) {
+        reject(v);  // the value before stands
+        continue;
+      }
+      heap.classes[cls] = {totals, now_ms};
+    }
+    s.reported_ms[label] = now_ms;
+  }
+  s.view.by_region.clear();
+  for (const auto& [label, heap] : s.latest) {
+    ClassTotals& sum = s.view.by_region[label];
+    for (const auto& [cls, c] : heap.classes) sum.add(c.totals);
+  }
+}
+
+void TelemetryStore::report_scalars(SessionData& s, const v1::TelemetryReport& r, uint64_t now_ms) {
+  auto take = [&](Scalar& kept, uint64_t now, uint64_t& shown) {
+    CounterVerdict v = check_counter(kept.value, now, now_ms - kept.at_ms, kMaxEventsPerSecond);
+    if (v != CounterVerdict::kOk) return reject(v);
+    kept = {now, now_ms};
+    shown = now;
+  };
+  take(s.rpcs, r.rpcs(), s.view.rpcs);
+  take(s.lease_calls, r.lease_calls(), s.view.lease_calls);
+  take(s.samples_taken, r.samples_taken(), s.view.samples_taken);
+  take(s.samples_dropped, r.samples_dropped(), s.view.samples_dropped);
+  take(s.reports_dropped, r.reports_dropped(), s.view.reports_dropped);
+}
+
+void TelemetryStore::report_samples(SessionData& s, const std::set<std::string>& reportable,
+                                    const v1::TelemetryReport& r) {
+  auto known = [&](const std::string& region) { return region.empty() || reportable.count(region) > 0; };
+  // Symbols first: the samples of this report use them. Names end up in
+  // labels and profiles: made safe here, once.
+  for (const v1::Symbol& sym : r.symbols()) {
+    switch (s.pool.add_symbol(sym.address(), client_text(sym.name(), kMaxSymbolBytes), kMaxSymbolsPerSession)) {
+      case SamplePool::Stored::kYes: break;
+      case SamplePool::Stored::kOverCount: reject(Rejected::kSymbolCount); break;
+      case SamplePool::Stored::kOverBytes: reject(Rejected::kSessionBytes); break;
+    }
+  }
+  SamplePool::Sample fields;
+  fields.pid = s.view.who.pid;
+  fields.uid = s.view.who.uid;
+  fields.session = s.view.who.session;
+  fields.period = r.sample_period_bytes();
   for (const v1::Sample& in : r.samples()) {
     if (!known(in.region())) {
-      ++rejected_;
+      reject(Rejected::kUnknownRegion);
       continue;
     }
-    add_sample(s, in, r.sample_period_bytes());
+    ++samples_;
+    fields.address = in.address();
+    fields.requested = in.requested_bytes();
+    std::span<const uint64_t> stack(in.stack().data(), std::min<size_t>(in.stack_size(), kMaxFrames));
+    if (!s.pool.add(heap_label(in.region()), fields, stack)) {
+      reject(Rejected::kSessionBytes);
+    } else if (!in.region().empty()) {
+      samplers_[in.region()].insert(fields.session);
+    }
   }
   for (const v1::SampledFree& f : r.frees()) {
-    std::pair<std::string, uint64_t> key{heap_label(f.region()), f.address()};
-    if (auto it = s.live.find(key); it != s.live.end()) {
-      it->second->live = false;
-      s.live.erase(it);
-      continue;
-    }
+    const std::string label = heap_label(f.region());
+    if (s.pool.end(label, f.address())) continue;
     // An object of a shared region another process sampled: the free of a
     // marked chunk is reported by whichever process frees it. Only in a
     // region this session has had open.
     if (f.region().empty() || !known(f.region())) continue;
-    for (auto& [id, other] : sessions_) {
-      if (auto it = other.live.find(key); it != other.live.end()) {
-        it->second->live = false;
-        other.live.erase(it);
-        break;
+    bool ended = false;
+    if (auto samplers = samplers_.find(label); samplers != samplers_.end()) {
+      for (uint64_t id : samplers->second) {
+        auto other = sessions_.find(id);
+        if (other != sessions_.end() && (ended = other->second.pool.end(label, f.address()))) break;
       }
     }
+    if (auto kept = kept_.find(label); !ended && kept != kept_.end()) kept->second.end(label, f.address());
   }
 }
 
-void TelemetryStore::add_sample(SessionData& s, const v1::Sample& in, uint64_t period) {
-  auto sample = std::make_shared<StoredSample>();
-  sample->region = heap_label(in.region());
-  sample->address = in.address();
-  sample->requested = in.requested_bytes();
-  sample->period = period;
-  sample->pid = s.view.who.pid;
-  sample->session = s.view.who.session;
-  for (int i = 0; i < in.stack_size() && i < kMaxFrames; ++i) {
-    uint64_t pc = in.stack(i);
-    auto sym = s.symbols.find(pc);
-    sample->stack.push_back({pc, sym != s.symbols.end() ? sym->second : std::string(), s.view.who.session});
-  }
-  ++samples_;
-  auto key = std::make_pair(sample->region, sample->address);
-  if (auto old = s.live.find(key); old != s.live.end()) old->second->live = false;  // freed unseen, reused
-  s.live[key] = sample;
-  s.samples.push_back(sample);
-  if (s.samples.size() > kMaxSamplesPerSession) {
-    // Freed samples go first (they only count in alloc_*), then the oldest,
-    // down to 3/4 of the bound: a pass over the samples once in a quarter
-    // of the bound's arrivals, not once per sample.
-    std::erase_if(s.samples, [](const auto& x) { return !x->live; });
-    while (s.samples.size() > kMaxSamplesPerSession * 3 / 4) {
-      s.live.erase({s.samples.front()->region, s.samples.front()->address});
-      s.samples.pop_front();
-    }
-  }
+void TelemetryStore::retire(const std::string& region, const Heap& heap) {
+  for (const auto& [cls, c] : heap.classes) retired_[region][cls].add(c.totals);
 }
 
-void TelemetryStore::retire(SessionData& s, const std::string& region) {
-  auto it = s.latest.find(region);
-  if (it == s.latest.end()) return;
-  for (const auto& [cls, t] : it->second) retired_[region][cls].add(t);
-}
-
-void TelemetryStore::end_session(uint64_t session) {
+void TelemetryStore::end_session(uint64_t session, uint64_t budget) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
   SessionData& s = it->second;
-  for (const auto& [region, classes] : s.latest) retire(s, region);
-  for (const auto& sample : s.samples) {
-    if (!sample->live || sample->region == kProcessHeapLabel) continue;
-    auto& kept = kept_[sample->region];
-    kept.push_back(sample);
-    if (kept.size() > kMaxKeptSamplesPerRegion) kept.pop_front();
+  for (const auto& [region, heap] : s.latest) retire(region, heap);
+  for (const auto& sample : s.pool.samples()) {
+    const std::string& heap = s.pool.name(sample->heap);
+    if (!sample->live || heap == kProcessHeapLabel) continue;
+    SamplePool& kept = kept_.try_emplace(heap, budget, kMaxKeptSamplesPerRegion).first->second;
+    reject(Rejected::kRegionFull, kept.keep(s.pool, *sample));
   }
-  sessions_.erase(it);
+  for (auto& [region, ids] : samplers_) ids.erase(session);
+  std::erase_if(samplers_, [](const auto& entry) { return entry.second.empty(); });
+  sessions_.erase(it);  // and its pool, with every name and sample in it
 }
 
 void TelemetryStore::forget_region(const std::string& region) {
   std::lock_guard<std::mutex> g(mu_);
   retired_.erase(region);
   kept_.erase(region);
-  for (auto& [id, s] : sessions_) {
-    for (auto& sample : s.samples) {
-      if (sample->region == region) sample->live = false;
-    }
-  }
+  samplers_.erase(region);
+  for (auto& [id, s] : sessions_) s.pool.forget_heap(region);
 }
 
 std::map<std::pair<std::string, std::string>, ClassTotals> TelemetryStore::class_totals() const {
@@ -192,8 +261,8 @@ std::map<std::pair<std::string, std::string>, ClassTotals> TelemetryStore::class
     for (const auto& [cls, t] : classes) out[{region, size_class_label(cls)}].add(t);
   }
   for (const auto& [id, s] : sessions_) {
-    for (const auto& [region, classes] : s.latest) {
-      for (const auto& [cls, t] : classes) out[{region, size_class_label(cls)}].add(t);
+    for (const auto& [region, heap] : s.latest) {
+      for (const auto& [cls, c] : heap.classes) out[{region, size_class_label(cls)}].add(c.totals);
     }
   }
   return out;
@@ -206,41 +275,49 @@ std::vector<ClientTelemetry> TelemetryStore::clients() const {
   return out;
 }
 
-std::vector<std::shared_ptr<TelemetryStore::StoredSample>> TelemetryStore::samples_locked(const std::string& region,
-                                                                                          pid_t pid) const {
-  std::vector<std::shared_ptr<StoredSample>> out;
-  auto wanted = [&](const StoredSample& x) {
-    return (region.empty() || x.region == region) && (pid == 0 || x.pid == pid);
+template <class F>
+void TelemetryStore::for_each_sample(const std::string& region, pid_t pid, std::optional<uint32_t> uid, F f) const {
+  auto visit = [&](const SamplePool& pool) {
+    std::optional<NameTable::Id> heap;
+    if (!region.empty() && !(heap = pool.find_name(region))) return;
+    for (const auto& x : pool.samples()) {
+      if ((heap && x->heap != *heap) || (pid != 0 && x->pid != pid) || (uid && x->uid != *uid)) continue;
+      f(pool, *x);
+    }
   };
-  for (const auto& [id, s] : sessions_) {
-    for (const auto& x : s.samples) {
-      if (wanted(*x)) out.push_back(x);
-    }
-  }
+  for (const auto& [id, s] : sessions_) visit(s.pool);
   for (const auto& [name, kept] : kept_) {
-    for (const auto& x : kept) {
-      if (wanted(*x)) out.push_back(x);
-    }
+    if (region.empty() || name == region) visit(kept);
   }
-  return out;
 }
 
 std::vector<SiteTotals> TelemetryStore::top_sites(size_t k, const LiveCheck& live) const {
-  std::vector<std::shared_ptr<StoredSample>> all;
+  // What the sites need of each sample, taken under the lock; whether a
+  // region's object is live is asked after (it takes the region's lock).
+  struct Seen {
+    uint32_t region, site;
+    uint64_t address, requested, period;
+    bool live;
+  };
+  Strings strings;
+  std::vector<Seen> seen;
   {
     std::lock_guard<std::mutex> g(mu_);
-    all = samples_locked("", 0);
+    for_each_sample("", 0, std::nullopt, [&](const SamplePool& pool, const SamplePool::Sample& x) {
+      seen.push_back({strings.index(pool.name(x.heap)), strings.index(site_of(pool, x)), x.address, x.requested,
+                      x.period, x.live});
+    });
   }
-  std::map<std::pair<std::string, std::string>, SiteTotals> sites;
-  for (const auto& x : all) {
-    SiteTotals& t = sites[{x->region, site_of(x->stack)}];
-    t.region = x->region;
-    t.site = site_of(x->stack);
-    double w = sample_weight(x->requested, x->period);
-    t.allocated_bytes += w * static_cast<double>(x->requested);
-    bool is_live = x->live && (x->region == kProcessHeapLabel || !live || live(x->region, x->address));
-    if (is_live) {
-      t.inuse_bytes += w * static_cast<double>(x->requested);
+  std::map<std::pair<uint32_t, uint32_t>, SiteTotals> sites;
+  for (const Seen& x : seen) {
+    SiteTotals& t = sites[{x.region, x.site}];
+    const std::string& region = strings[x.region];
+    t.region = region;
+    t.site = strings[x.site];
+    double w = sample_weight(x.requested, x.period);
+    t.allocated_bytes += w * static_cast<double>(x.requested);
+    if (x.live && (region == kProcessHeapLabel || !live || live(region, x.address))) {
+      t.inuse_bytes += w * static_cast<double>(x.requested);
       t.inuse_objects += w;
     }
   }
@@ -257,19 +334,41 @@ std::vector<SiteTotals> TelemetryStore::top_sites(size_t k, const LiveCheck& liv
   return out;
 }
 
-ProfileInput TelemetryStore::profile_input(const std::string& region, pid_t pid, const LiveCheck& live) const {
-  std::vector<std::shared_ptr<StoredSample>> all;
+ProfileInput TelemetryStore::profile_input(const std::string& region, pid_t pid, std::optional<uint32_t> uid,
+                                           const LiveCheck& live) const {
+  ProfileInput in;
+  struct Check {
+    size_t sample;
+    std::string region;
+    uint64_t offset;
+  };
+  std::vector<Check> to_check;  // live samples in regions
   {
     std::lock_guard<std::mutex> g(mu_);
-    all = samples_locked(region, pid);
+    const SamplePool* names_of = nullptr;
+    std::unordered_map<NameTable::Id, uint32_t> function_of;  // pool's name -> profile's
+    for_each_sample(region, pid, uid, [&](const SamplePool& pool, const SamplePool::Sample& x) {
+      if (&pool != names_of) {
+        names_of = &pool;
+        function_of.clear();
+      }
+      ProfileSample& p = in.samples.emplace_back();
+      p.stack.reserve(x.stack.size());
+      for (const SamplePool::Frame& f : x.stack) {
+        auto [it, fresh] = function_of.try_emplace(f.function, 0);
+        if (fresh) it->second = in.function(pool.name(f.function));
+        p.stack.push_back({f.address, it->second, x.session});
+      }
+      p.requested_bytes = x.requested;
+      p.live = x.live;
+      in.sample_period_bytes = x.period;
+      if (x.live && pool.name(x.heap) != kProcessHeapLabel) {
+        to_check.push_back({in.samples.size() - 1, pool.name(x.heap), x.address});
+      }
+    });
   }
-  ProfileInput in;
-  for (const auto& x : all) {
-    ProfileSample& p = in.samples.emplace_back();
-    p.stack = x->stack;
-    p.requested_bytes = x->requested;
-    p.live = x->live && (x->region == kProcessHeapLabel || !live || live(x->region, x->address));
-    in.sample_period_bytes = x->period;
+  if (live) {
+    for (const Check& c : to_check) in.samples[c.sample].live = live(c.region, c.offset);
   }
   return in;
 }
@@ -279,7 +378,7 @@ uint64_t TelemetryStore::reports_total() const {
   return reports_;
 }
 
-uint64_t TelemetryStore::rejected_total() const {
+std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> TelemetryStore::rejected() const {
   std::lock_guard<std::mutex> g(mu_);
   return rejected_;
 }
@@ -287,6 +386,14 @@ uint64_t TelemetryStore::rejected_total() const {
 uint64_t TelemetryStore::samples_total() const {
   std::lock_guard<std::mutex> g(mu_);
   return samples_;
+}
+
+uint64_t TelemetryStore::stored_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t sum = 0;
+  for (const auto& [id, s] : sessions_) sum += s.pool.bytes();
+  for (const auto& [name, kept] : kept_) sum += kept.bytes();
+  return sum;
 }
 
 }  // namespace memd::daemon

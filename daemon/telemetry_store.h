@@ -2,47 +2,41 @@
 // session streams), kept for /metrics and heap profiles.
 //
 // Counters are cumulative in each report; the store keeps each session's
-// latest, and folds them into per-region totals when the session ends (or
-// stops reporting a region), so that totals never go down.
+// latest it believes (client_counters.h says which), and folds them into
+// per-region totals when the session ends (or stops reporting a region), so
+// that totals never go down.
 //
-// Samples are kept per session, bounded (kMaxSamplesPerSession, oldest freed
-// ones go first). When a session ends, its samples of the process heap go
-// (that memory died with the process); those in regions stay, as the
-// objects do (bounded per region).
+// Samples are kept per session in a SamplePool, in a budget of bytes
+// (`telemetry-bytes-per-session`) and a count (kMaxSamplesPerSession, oldest
+// freed ones go first); what does not fit is dropped and counted. When a
+// session ends, its pool goes: its samples of the process heap with it (that
+// memory died with the process); its live samples in regions move to their
+// region's pool, as the objects outlive it (bounded per region, by the same
+// budget and kMaxKeptSamplesPerRegion).
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "daemon/client_counters.h"
 #include "daemon/heap_profile.h"
+#include "daemon/sample_pool.h"
 #include "memd/v1/memd.pb.h"
 
 namespace memd::daemon {
 
 // The label of the process-local heaps.
 inline constexpr const char* kProcessHeapLabel = "(process)";
-
-struct ClassTotals {
-  uint64_t allocations = 0, frees = 0, allocated_bytes = 0, freed_bytes = 0;
-  void add(const ClassTotals& o) {
-    allocations += o.allocations;
-    frees += o.frees;
-    allocated_bytes += o.allocated_bytes;
-    freed_bytes += o.freed_bytes;
-  }
-};
 
 // "16".."496", "large", "huge".
 std::string size_class_label(uint32_t size_class);
@@ -66,6 +60,20 @@ struct SiteTotals {
   double inuse_bytes = 0, inuse_objects = 0, allocated_bytes = 0;
 };
 
+// Why a part of a report was left out (memd_telemetry_rejected_total{reason}).
+enum class Rejected {
+  kUnknownRegion,     // a heap or sample of a region the session never had open
+  kSizeClass,         // not a size class of the heap
+  kSymbolCount,       // a symbol past kMaxSymbolsPerSession
+  kSessionBytes,      // a sample or symbol past the session's budget of bytes
+  kRegionFull,        // a sample of an ended session its region's pool had no room for
+  kCounterDecreased,  // a cumulative counter went back
+  kCounterTooLarge,   // a counter above kMaxCounter
+  kCounterJump,       // a counter grew faster than possible
+  kCount
+};
+const char* rejected_label(Rejected reason);
+
 class TelemetryStore {
  public:
   static constexpr size_t kMaxSamplesPerSession = 16384;
@@ -73,13 +81,18 @@ class TelemetryStore {
   static constexpr int kMaxFrames = 64;
   static constexpr size_t kMaxSymbolBytes = 512;
   static constexpr size_t kMaxSymbolsPerSession = 65536;
+  static constexpr uint64_t kDefaultBytesPerSession = uint64_t{8} << 20;
 
   // A client's report. Only heaps of `reportable` regions (those the
   // session has had open; and the process heap) count, and only real size
   // classes: a client cannot make up label values. What is left out is
-  // counted (rejected_total).
-  void report(const ClientIdentity& who, const std::set<std::string>& reportable, const v1::TelemetryReport& r);
-  void end_session(uint64_t session);
+  // counted (rejected()). `budget` (telemetry-bytes-per-session) bounds the
+  // bytes of the session's samples and symbols, fixed at its first report.
+  void report(const ClientIdentity& who, const std::set<std::string>& reportable, const v1::TelemetryReport& r,
+              uint64_t budget = kDefaultBytesPerSession);
+  // The session's live region samples move to their regions' pools, each
+  // bounded by `budget` (fixed when a region's pool is made).
+  void end_session(uint64_t session, uint64_t budget = kDefaultBytesPerSession);
   // A region was removed: everything about it goes.
   void forget_region(const std::string& region);
 
@@ -91,47 +104,58 @@ class TelemetryStore {
   using LiveCheck = std::function<bool(const std::string& region, uint64_t offset)>;
   std::vector<SiteTotals> top_sites(size_t k, const LiveCheck& live) const;
   // Samples of one region (kProcessHeapLabel: process heaps), of one client
-  // (pid 0: all).
-  ProfileInput profile_input(const std::string& region, pid_t pid, const LiveCheck& live) const;
+  // (pid 0: all), taken by processes of `uid` (nullopt: of every user).
+  ProfileInput profile_input(const std::string& region, pid_t pid, std::optional<uint32_t> uid,
+                             const LiveCheck& live) const;
 
   uint64_t reports_total() const;
-  uint64_t rejected_total() const;
+  std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> rejected() const;
   uint64_t samples_total() const;
+  // Bytes the samples and symbols of every pool take now.
+  uint64_t stored_bytes() const;
 
  private:
-  struct StoredSample {
-    std::string region;  // kProcessHeapLabel for process heaps
-    uint64_t address = 0;
-    uint64_t requested = 0;
-    uint64_t period = 0;
-    pid_t pid = 0;
-    uint64_t session = 0;
-    // The only field that changes after a sample is stored; readers look
-    // at samples after letting go of the store's lock.
-    std::atomic<bool> live{true};
-    std::vector<ProfileFrame> stack;
+  struct Counted {
+    ClassTotals totals;
+    uint64_t at_ms = 0;  // when the daemon took them (steady clock)
+  };
+  struct Heap {
+    uint64_t instance = 0;
+    std::map<uint32_t, Counted> classes;
+  };
+  struct Scalar {  // one of the client's own counters of ClientTelemetry
+    std::optional<uint64_t> value;
+    uint64_t at_ms = 0;
   };
   struct SessionData {
+    explicit SessionData(uint64_t bytes) : pool(bytes, kMaxSamplesPerSession) {}
     ClientTelemetry view;
-    std::map<std::string, std::map<uint32_t, ClassTotals>> latest;  // region -> class -> totals
-    std::map<std::string, uint64_t> instances;  // region -> the opening `latest` counts
-    std::unordered_map<uint64_t, std::string> symbols;
-    std::deque<std::shared_ptr<StoredSample>> samples;
-    // Live samples by (region, address), to match their frees.
-    std::map<std::pair<std::string, uint64_t>, std::shared_ptr<StoredSample>> live;
+    std::map<std::string, Heap> latest;  // by heap label
+    std::map<std::string, uint64_t> reported_ms;  // heaps ever reported: when last
+    Scalar rpcs, lease_calls, samples_taken, samples_dropped, reports_dropped;
+    SamplePool pool;
   };
 
-  void retire(SessionData& s, const std::string& region);  // its latest counters into totals
-  void add_sample(SessionData& s, const v1::Sample& in, uint64_t period);
-  std::vector<std::shared_ptr<StoredSample>> samples_locked(const std::string& region, pid_t pid) const;
+  void report_counters(SessionData& s, const std::set<std::string>& reportable, const v1::TelemetryReport& r,
+                       uint64_t now_ms);
+  void report_scalars(SessionData& s, const v1::TelemetryReport& r, uint64_t now_ms);
+  void report_samples(SessionData& s, const std::set<std::string>& reportable, const v1::TelemetryReport& r);
+  void retire(const std::string& region, const Heap& heap);  // its counters into totals
+  void reject(Rejected reason, uint64_t n = 1) { rejected_[static_cast<size_t>(reason)] += n; }
+  void reject(CounterVerdict v);
+  template <class F>  // f(pool, sample) for each sample of `region` ("": all), pid (0: all), uid
+  void for_each_sample(const std::string& region, pid_t pid, std::optional<uint32_t> uid, F f) const;
 
   mutable std::mutex mu_;
   std::map<uint64_t, SessionData> sessions_;
   std::map<std::string, std::map<uint32_t, ClassTotals>> retired_;  // region -> class -> totals
-  std::map<std::string, std::deque<std::shared_ptr<StoredSample>>> kept_;  // region samples of ended sessions
+  std::map<std::string, SamplePool> kept_;  // region samples of ended sessions
+  // Sessions that sampled in each region: where the free of an object
+  // another session sampled is looked for (not in every session).
+  std::map<std::string, std::set<uint64_t>> samplers_;
   uint64_t reports_ = 0;
   uint64_t samples_ = 0;
-  uint64_t rejected_ = 0;
+  std::array<uint64_t, static_cast<size_t>(Rejected::kCount)> rejected_{};
 };
 
 }  // namespace memd::daemon

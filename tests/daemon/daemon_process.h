@@ -94,8 +94,12 @@ class DaemonProcess {
   }
 
   void start() {
+    // MEMD_TEST_DAEMON runs the tests against another build of memd (an
+    // older one, to see a test fail without the fix it tests).
+    const char* other = getenv("MEMD_TEST_DAEMON");
+    std::string binary = other != nullptr && *other != '\0' ? other : MEMD_BINARY;
     std::vector<std::string> argv = wrapper_;
-    argv.insert(argv.end(), {MEMD_BINARY, "--socket", socket(), "--data-dir", dir_ + "/data", "--shm-namespace", ns_,
+    argv.insert(argv.end(), {binary, "--socket", socket(), "--data-dir", dir_ + "/data", "--shm-namespace", ns_,
                              "--log-level", "info"});
     // A port of its own: tests run daemons side by side.
     if (std::find(extra_.begin(), extra_.end(), "--metrics-address") == extra_.end()) {

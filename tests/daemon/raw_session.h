@@ -24,9 +24,10 @@ struct RawSession {
   uint64_t id = 0;
   grpc::Status refused;  // why the hello was refused, if it was
 
-  // Opens a session claiming `pid` (0: this process's own). Channels of one
-  // process share connections unless `own_connection`.
-  explicit RawSession(const std::string& socket, pid_t pid = 0, bool own_connection = false) {
+  // Opens a session claiming `pid` (0: this process's own), as `program`.
+  // Channels of one process share connections unless `own_connection`.
+  explicit RawSession(const std::string& socket, pid_t pid = 0, bool own_connection = false,
+                      const std::string& program = "raw session") {
     grpc::ChannelArguments args;
     if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel = grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
@@ -40,7 +41,7 @@ struct RawSession {
     req.mutable_hello()->set_pid(pid != 0 ? pid : getpid());
     req.mutable_hello()->set_start_time(client::process_start_time(getpid()));
     req.mutable_hello()->set_client_version(1);
-    req.mutable_hello()->set_program("raw session");
+    req.mutable_hello()->set_program(program);
     v1::SessionEvent ev;
     if (stream->Write(req) && stream->Read(&ev) && ev.has_welcome()) {
       id = ev.welcome().session();

@@ -93,22 +93,22 @@ TEST(TelemetryStore, ProcessSamplesDieWithTheProcessRegionSamplesStay) {
   add_sample(&r, "jobs", 4096, 100, {0x10});
   add_sample(&r, "", 0x7f0000, 200, {0x10});
   store.report({1, 100, 0, "a"}, kAttached, r);
-  EXPECT_EQ(store.profile_input("jobs", 0, nullptr).samples.size(), 1u);
-  EXPECT_EQ(store.profile_input("(process)", 0, nullptr).samples.size(), 1u);
+  EXPECT_EQ(store.profile_input("jobs", 0, std::nullopt, nullptr).samples.size(), 1u);
+  EXPECT_EQ(store.profile_input("(process)", 0, std::nullopt, nullptr).samples.size(), 1u);
   auto sites = store.top_sites(10, nullptr);
   ASSERT_EQ(sites.size(), 2u);
   EXPECT_EQ(sites[0].site, "make_job");
   store.end_session(1);
-  ProfileInput jobs = store.profile_input("jobs", 0, nullptr);
+  ProfileInput jobs = store.profile_input("jobs", 0, std::nullopt, nullptr);
   ASSERT_EQ(jobs.samples.size(), 1u);
   EXPECT_TRUE(jobs.samples[0].live);
-  EXPECT_EQ(jobs.samples[0].stack[0].function, "make_job");
-  EXPECT_TRUE(store.profile_input("(process)", 0, nullptr).samples.empty());
+  EXPECT_EQ(jobs.functions[jobs.samples[0].stack[0].function], "make_job");
+  EXPECT_TRUE(store.profile_input("(process)", 0, std::nullopt, nullptr).samples.empty());
   // Another process freed it: the live check says so.
-  jobs = store.profile_input("jobs", 0, [](const std::string&, uint64_t) { return false; });
+  jobs = store.profile_input("jobs", 0, std::nullopt, [](const std::string&, uint64_t) { return false; });
   EXPECT_FALSE(jobs.samples[0].live);
   store.forget_region("jobs");
-  EXPECT_TRUE(store.profile_input("jobs", 0, nullptr).samples.empty());
+  EXPECT_TRUE(store.profile_input("jobs", 0, std::nullopt, nullptr).samples.empty());
 }
 
 TEST(TelemetryStore, AFreeByAnotherProcessOfTheRegionEndsItsSample) {
@@ -119,9 +119,9 @@ TEST(TelemetryStore, AFreeByAnotherProcessOfTheRegionEndsItsSample) {
   v1::TelemetryReport f = sampled_free("jobs", 4096);
   // A session that never had the region open cannot end its samples.
   store.report({2, 200, 0, "b"}, {}, f);
-  EXPECT_TRUE(store.profile_input("jobs", 100, nullptr).samples.at(0).live);
+  EXPECT_TRUE(store.profile_input("jobs", 100, std::nullopt, nullptr).samples.at(0).live);
   store.report({3, 300, 0, "c"}, kAttached, f);
-  EXPECT_FALSE(store.profile_input("jobs", 100, nullptr).samples.at(0).live);
+  EXPECT_FALSE(store.profile_input("jobs", 100, std::nullopt, nullptr).samples.at(0).live);
 }
 
 TEST(TelemetryStore, AFreeReportMatchesItsSample) {
@@ -131,7 +131,7 @@ TEST(TelemetryStore, AFreeReportMatchesItsSample) {
   add_sample(&r, "jobs", 8192, 100, {});
   store.report({1, 100, 0, "a"}, kAttached, r);
   store.report({1, 100, 0, "a"}, kAttached, sampled_free("jobs", 4096));
-  ProfileInput in = store.profile_input("jobs", 100, nullptr);
+  ProfileInput in = store.profile_input("jobs", 100, std::nullopt, nullptr);
   ASSERT_EQ(in.samples.size(), 2u);
   EXPECT_NE(in.samples[0].live, in.samples[1].live);
 }
@@ -143,7 +143,7 @@ TEST(TelemetryStore, SamplesPerSessionAreBounded) {
     for (uint64_t j = i; j < i + 1000; ++j) add_sample(&r, "", j * 16, 32, {1, 2, 3});
     store.report({1, 100, 0, "a"}, {}, r);
   }
-  EXPECT_LE(store.profile_input("(process)", 0, nullptr).samples.size(), TelemetryStore::kMaxSamplesPerSession);
+  EXPECT_LE(store.profile_input("(process)", 0, std::nullopt, nullptr).samples.size(), TelemetryStore::kMaxSamplesPerSession);
   EXPECT_EQ(store.samples_total(), 3 * TelemetryStore::kMaxSamplesPerSession / 1000 * 1000 + 1000);
 }
 
@@ -159,6 +159,139 @@ TEST(TelemetryStore, TopSitesKeepKPerRegion) {
   ASSERT_EQ(sites.size(), 10u);
   EXPECT_EQ(sites[0].site, "f30");  // the most live bytes first
   EXPECT_EQ(sites[9].site, "f21");
+}
+
+// A report of `samples` process-heap samples with stacks of kMaxFrames
+// frames, each frame named with a long name: distinct names when
+// `distinct`, else one name for all.
+v1::TelemetryReport heavy_report(uint64_t first, int samples, bool distinct) {
+  v1::TelemetryReport r;
+  for (int i = 0; i < samples; ++i) {
+    std::vector<uint64_t> stack;
+    for (int f = 0; f < TelemetryStore::kMaxFrames; ++f) {
+      uint64_t pc = distinct ? (first + i) * 1000 + f : f;
+      stack.push_back(pc);
+      if (distinct || i == 0) add_symbol(&r, pc, std::string(400, 'a' + f % 26) + std::to_string(pc));
+    }
+    add_sample(&r, "", (first + i) * 64, 64, stack);
+  }
+  return r;
+}
+
+uint64_t rejected(const TelemetryStore& store, Rejected reason) {
+  return store.rejected()[static_cast<size_t>(reason)];
+}
+
+TEST(TelemetryStore, StoredBytesStayWithinTheBudgetAndGoWithTheSession) {
+  TelemetryStore store;
+  constexpr uint64_t kBudget = 1 << 20;
+  for (uint64_t i = 0; i < 20; ++i) {
+    store.report({1, 100, 0, "a"}, {}, heavy_report(i * 20, 20, true), kBudget);
+    ASSERT_LE(store.stored_bytes(), kBudget);
+  }
+  // 20 * 20 samples of 64 names of 400 bytes: 10 MiB as names in frames.
+  EXPECT_GT(store.stored_bytes(), kBudget / 2);
+  EXPECT_GT(rejected(store, Rejected::kSessionBytes), 0u);
+  EXPECT_EQ(store.samples_total(), 400u);
+  EXPECT_FALSE(store.profile_input("(process)", 0, std::nullopt, nullptr).samples.empty());
+  store.end_session(1);
+  EXPECT_EQ(store.stored_bytes(), 0u);
+}
+
+TEST(TelemetryStore, EachNameIsStoredOncePerSession) {
+  TelemetryStore store;
+  for (uint64_t i = 0; i < 10; ++i) {
+    v1::TelemetryReport r = heavy_report(i * 100, 100, false);
+    if (i > 0) r.clear_symbols();  // sent once per session
+    store.report({1, 100, 0, "a"}, {}, r);
+  }
+  EXPECT_EQ(rejected(store, Rejected::kSessionBytes), 0u);
+  ProfileInput in = store.profile_input("(process)", 0, std::nullopt, nullptr);
+  ASSERT_EQ(in.samples.size(), 1000u);
+  EXPECT_EQ(in.functions.size(), TelemetryStore::kMaxFrames + 1u);
+  // 1,000 stacks of 64 frames: 16 bytes a frame, the 64 names once (the
+  // names once per frame would be 26 MB).
+  EXPECT_LT(store.stored_bytes(), 1000u * (64 * 16 + 256) + 64 * 1024);
+}
+
+TEST(TelemetryStore, RegionSamplesOfEndedSessionsAreKeptWithinTheBudget) {
+  TelemetryStore store;
+  constexpr uint64_t kBudget = 256 << 10;
+  for (uint64_t s = 1; s <= 8; ++s) {
+    v1::TelemetryReport r = heavy_report(s * 1000, 100, false);
+    for (v1::Sample& x : *r.mutable_samples()) x.set_region("jobs");
+    store.report({s, static_cast<pid_t>(s), 0, "a"}, kAttached, r, kBudget);
+    store.end_session(s, kBudget);
+    ASSERT_LE(store.stored_bytes(), kBudget);
+  }
+  EXPECT_FALSE(store.profile_input("jobs", 0, std::nullopt, nullptr).samples.empty());
+  EXPECT_GT(rejected(store, Rejected::kRegionFull), 0u);
+  store.forget_region("jobs");
+  EXPECT_EQ(store.stored_bytes(), 0u);
+}
+
+TEST(TelemetryStore, ACounterThatGoesBackOrLeapsIsRefusedAndTheValueBeforeStands) {
+  TelemetryStore store;
+  auto allocations = [&] { return store.class_totals()[{"jobs", "16"}].allocations; };
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, 100, 10));
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, 5, 1));  // back
+  EXPECT_EQ(allocations(), 100u);
+  EXPECT_EQ(rejected(store, Rejected::kCounterDecreased), 1u);
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, uint64_t{1} << 61, 10));  // a leap
+  EXPECT_EQ(allocations(), 100u);
+  EXPECT_EQ(rejected(store, Rejected::kCounterJump), 1u);
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 16, 150, 20));  // on again
+  EXPECT_EQ(allocations(), 150u);
+  // A report without the class leaves its count as it was (cumulative).
+  store.report({1, 100, 0, "a"}, kAttached, counters("jobs", 24, 1, 0));
+  EXPECT_EQ(allocations(), 150u);
+  // Impossible from the first report of a session on.
+  store.report({2, 200, 0, "b"}, kAttached, counters("jobs", 16, 18'000'000'000'000'000'000u, 0));
+  EXPECT_EQ(rejected(store, Rejected::kCounterTooLarge), 1u);
+  EXPECT_EQ(allocations(), 150u);
+  // A new opening counts from zero since the last report: a leap as well.
+  v1::TelemetryReport reopened = counters("jobs", 16, uint64_t{1} << 61, 0);
+  reopened.mutable_heaps(0)->set_instance(7);
+  store.report({1, 100, 0, "a"}, kAttached, reopened);
+  EXPECT_EQ(rejected(store, Rejected::kCounterJump), 2u);
+  EXPECT_EQ(allocations(), 150u);
+  // The client's own counters likewise.
+  v1::TelemetryReport rpcs;
+  rpcs.set_rpcs(1000);
+  store.report({3, 300, 0, "c"}, {}, rpcs);
+  rpcs.set_rpcs(3);
+  store.report({3, 300, 0, "c"}, {}, rpcs);
+  for (const ClientTelemetry& c : store.clients()) {
+    if (c.who.session == 3) {
+      EXPECT_EQ(c.rpcs, 1000u);
+    }
+  }
+  EXPECT_EQ(rejected(store, Rejected::kCounterDecreased), 2u);
+}
+
+TEST(TelemetryStore, SymbolNamesAreMadeSafeToShow) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_symbol(&r, 0x10, std::string("evil\n\0name\xe2\x80\xae", 13) + std::string(1000, 'x'));
+  add_sample(&r, "jobs", 4096, 100, {0x10});
+  store.report({1, 100, 0, "a"}, kAttached, r);
+  auto sites = store.top_sites(10, nullptr);
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].site.substr(0, 22), "evil\\n\\x00name\\u{202E}");
+  EXPECT_LE(sites[0].site.size(), TelemetryStore::kMaxSymbolBytes);
+}
+
+TEST(TelemetryStore, AProfileForOneUserHoldsOnlyItsProcessesSamples) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_sample(&r, "", 0x1000, 100, {0x10});
+  add_sample(&r, "jobs", 4096, 100, {0x10});
+  store.report({1, 100, 1000, "a"}, kAttached, r);
+  store.report({2, 200, 0, "root's"}, kAttached, r);
+  EXPECT_EQ(store.profile_input("(process)", 0, std::nullopt, nullptr).samples.size(), 2u);
+  EXPECT_EQ(store.profile_input("(process)", 0, 1000, nullptr).samples.size(), 1u);
+  EXPECT_EQ(store.profile_input("jobs", 0, 1000, nullptr).samples.size(), 1u);
+  EXPECT_EQ(store.profile_input("jobs", 0, 1001, nullptr).samples.size(), 0u);
 }
 
 TEST(TelemetryStore, ConcurrentReportsAndReadersAreSafe) {
@@ -184,7 +317,7 @@ TEST(TelemetryStore, ConcurrentReportsAndReadersAreSafe) {
       (void)store.class_totals();
       (void)store.clients();
       (void)store.top_sites(10, nullptr);
-      (void)store.profile_input("jobs", 0, [](const std::string&, uint64_t) { return true; });
+      (void)store.profile_input("jobs", 0, std::nullopt, [](const std::string&, uint64_t) { return true; });
     }
   });
   for (auto& w : writers) w.join();

@@ -50,8 +50,8 @@ ProfileInput sample_input() {
   input.sample_period_bytes = kPeriod;
   input.time_nanos = 1'700'000'000'000'000'000;
   input.comment = "region orders, 2 clients";
-  auto frames = [](uint64_t space, uint64_t inner, const std::string& name) {
-    return std::vector<ProfileFrame>{{inner, name, space}, {0x2000, "main", space}};
+  auto frames = [&](uint64_t space, uint64_t inner, const std::string& name) {
+    return std::vector<ProfileFrame>{{inner, input.function(name), space}, {0x2000, input.function("main"), space}};
   };
   input.samples = {
       {frames(kSpaceA, 0x1000, "alloc_big"), kBig, true},
@@ -204,7 +204,7 @@ TEST(HeapProfile, UnsampledValuesAndLabels) {
 TEST(HeapProfile, EveryAllocationSampledIsNotScaled) {
   ProfileInput input = sample_input();
   input.sample_period_bytes = 0;  // every allocation
-  input.samples.push_back({{{0x9000, "zero", kSpaceA}}, 0, true});
+  input.samples.push_back({{{0x9000, input.function("zero"), kSpaceA}}, 0, true});
   pprof::Profile p = decode(build_heap_profile(input).value());
   EXPECT_EQ(p.period(), 1);
   for (const pprof::Sample& s : p.sample()) {
@@ -215,7 +215,7 @@ TEST(HeapProfile, EveryAllocationSampledIsNotScaled) {
   }
   // A zero-byte sample under a real period counts once, not infinitely.
   input.sample_period_bytes = kPeriod;
-  input.samples = {{{{0x9000, "zero", kSpaceA}}, 0, true}};
+  input.samples = {{{{0x9000, input.function("zero"), kSpaceA}}, 0, true}};
   p = decode(build_heap_profile(input).value());
   ASSERT_EQ(p.sample_size(), 1);
   EXPECT_EQ(p.sample(0).value(0), 1);
@@ -244,7 +244,7 @@ TEST(HeapProfile, PeriodBeyondInt64IsRejected) {
 
 TEST(HeapProfile, SizeBeyondInt64IsRejected) {
   ProfileInput input;
-  input.samples = {{{{0x1000, "f", 1}}, UINT64_MAX, true}};
+  input.samples = {{{{0x1000, input.function("f"), 1}}, UINT64_MAX, true}};
   EXPECT_EQ(build_heap_profile(input).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
