@@ -77,12 +77,15 @@ class Daemon:
         self.ns = f"py{os.getpid()}-{Daemon.counter}"
         self.socket = os.path.join(self.dir, "memd.sock")
         self.log_path = os.path.join(self.dir, "memd.log")
-        argv = [self.binary, "--socket", self.socket, "--data-dir", os.path.join(self.dir, "data"),
-                "--shm-namespace", self.ns, "--log-level", "info", "--metrics-address", "127.0.0.1:0",
-                *extra_args]
+        self.argv = [self.binary, "--socket", self.socket, "--data-dir", os.path.join(self.dir, "data"),
+                     "--shm-namespace", self.ns, "--log-level", "info", "--metrics-address", "127.0.0.1:0",
+                     *extra_args]
+        self.start()
+
+    def start(self):
+        """Starts it (again, on the same data after a stop)."""
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        self.exit = None
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
         if not wait_for(lambda: socket_answers(self.socket) or self.proc.poll() is not None, START_BOUND):
             raise RuntimeError("memd did not answer on its socket:\n" + self.log())
         if self.proc.poll() is not None:

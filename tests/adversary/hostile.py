@@ -104,16 +104,24 @@ class Connection:
     def stats(self):
         return call(self.admin.Stats, pb.StatsRequest())
 
+    def drain(self, pid, region=""):
+        return call(self.admin.Drain, pb.DrainRequest(pid=pid, region=region))
+
+    def profile(self, region, pid=0):
+        return call(self.admin.Profile, pb.ProfileRequest(region=region, pid=pid))
+
 
 class Session(Connection):
     """A session (Sessions.Open, its stream kept open by a thread) on a
     connection of its own: identity is per connection."""
 
-    def __init__(self, socket_path, program="hostile", pid=None):
+    def __init__(self, socket_path, program="hostile", pid=None, start_time=None):
+        """`pid` and `start_time` default to this process's; an attack may lie."""
         super().__init__(socket_path)
         self.refused = None  # Outcome of a refused hello
         self._requests = queue.Queue()
-        hello = pb.Hello(pid=os.getpid() if pid is None else pid, start_time=process_start_time(),
+        hello = pb.Hello(pid=os.getpid() if pid is None else pid,
+                         start_time=process_start_time() if start_time is None else start_time,
                          program=program, client_version=1, image_id=random.getrandbits(64))
         self._requests.put(pb.SessionRequest(hello=hello))
         self._stream = self.sessions.Open(iter(self._requests.get, None))

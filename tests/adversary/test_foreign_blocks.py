@@ -59,7 +59,48 @@ def release_everything(socket, ns, region, foreign_page):
     return rec
 
 
+def release_half_bad_batches(socket, ns):
+    """As nobody, in a region of its own: batches with one good block and one
+    bad page; the design says a batch is applied whole or not at all."""
+    rec = {}
+    with hostile.Session(socket, "batch releaser") as s:
+        opened = s.open_region("batches", mode=0o600, max_bytes=16 << 20)
+        rec["open"] = opened.to_json()
+        if not opened.ok:
+            return rec
+        h = opened.response.handle
+        leased = s.lease(h, opened.response.stash_owner, count=2)
+        rec["lease"] = leased.to_json()
+        if not leased.ok:
+            return rec
+        good, other = [b.page for b in leased.response.blocks]
+        info = s.stat("batches").response
+        beyond = info.pages_total + 7
+        rec["good_then_out_of_range"] = s.release(h, [good, beyond]).to_json()
+        rec["good_then_not_a_block"] = s.release(h, [good, other + 1]).to_json()
+        rec["good_twice"] = s.release(h, [good, good]).to_json()
+        rec["leased_after_refusals"] = s.stat("batches").response.blocks_leased
+        rec["release_good"] = s.release(h, [good]).to_json()
+        rec["release_other"] = s.release(h, [other]).to_json()
+        rec["leased_at_end"] = s.stat("batches").response.blocks_leased
+    return rec
+
+
 class ForeignAndAbandonedBlocks(DaemonTest):
+    def test_a_batch_is_refused_whole(self):
+        rec = self.attacker.run("test_foreign_blocks", "release_half_bad_batches")
+        self.assertEqual(rec["open"]["code"], "OK", rec)
+        self.assertEqual(rec["lease"]["code"], "OK", rec)
+        self.assertTrue(self.daemon.alive(), f"memd died ({self.daemon.exit_code()}): {rec}")
+        for batch in ("good_then_out_of_range", "good_then_not_a_block", "good_twice"):
+            self.assertIn(rec[batch]["code"], REFUSALS, (batch, rec))
+        # Nothing of a refused batch was applied: both blocks are still held.
+        self.assertEqual(rec["leased_after_refusals"], 2, rec)
+        self.assertEqual(rec["release_good"]["code"], "OK", rec)
+        self.assertEqual(rec["release_other"]["code"], "OK", rec)
+        self.assertEqual(rec["leased_at_end"], 0, rec)
+        self.assert_daemon_serves()
+
     def test_releases_of_blocks_not_held_are_refused(self):
         # An honest client (root) fills blocks of a shared region and dies.
         holder = self.client.start(REGION, "hold", 1, COUNT, SIZE, options=("--mode", "666"))

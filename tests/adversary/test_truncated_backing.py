@@ -5,7 +5,8 @@ so the kernel agrees with the daemon about who may map it), and so may
 truncate it under the daemon. Every page past the new end then raises
 SIGBUS in whoever touches it, the daemon included. What the daemon must do:
 stay up, mark the region damaged (RegionInfo.damage), refuse leases in it,
-report it in Check, List and /metrics, and let its owner remove it.
+report it in Check, List and /metrics, and let its owner remove it. Cut
+while the daemon is down, a region must not keep the daemon from coming back.
 """
 import os
 import urllib.request
@@ -66,7 +67,55 @@ def truncate_and_poke(socket, ns, discipline):
     return rec
 
 
+def create_and_lease(socket, ns):
+    """As nobody: a shm and a file region with leased blocks; their paths."""
+    paths = {}
+    with hostile.Session(socket, "creator") as s:
+        for discipline, disc in (("shm", pb.DISCIPLINE_SHM), ("file", pb.DISCIPLINE_FILE)):
+            o = s.open_region("cut-" + discipline, discipline=disc, mode=0o666, max_bytes=16 << 20)
+            if not o.ok or not s.lease(o.response.handle, o.response.stash_owner, count=4).ok:
+                return {"error": f"{discipline}: {o}"}
+            r = o.response
+            paths["cut-" + discipline] = f"/dev/shm/memd.{r.object_path}" if disc == pb.DISCIPLINE_SHM \
+                else r.object_path
+    return {"paths": paths}
+
+
+def truncate(socket, ns, paths):
+    """As nobody, while the daemon is down: cut what it owns."""
+    done = {}
+    for name, path in paths.items():
+        try:
+            os.truncate(path, TRUNCATED_SIZE)
+            done[name] = True
+        except OSError as e:
+            done[name] = str(e)
+    return {"truncated": done}
+
+
 class TruncatedBacking(DaemonTest):
+    def test_truncated_while_the_daemon_is_down(self):
+        made = self.attacker.run("test_truncated_backing", "create_and_lease")
+        self.assertIn("paths", made, made)
+        self.stop_daemon()
+        cut = self.attacker.run("test_truncated_backing", "truncate", paths=made["paths"])
+        self.assertEqual(cut["truncated"], {name: True for name in made["paths"]}, cut)
+        # It comes back on the same data, and serves; the cut regions are
+        # either left out (NOT_FOUND) or served as damaged.
+        self.stopped = False
+        self.daemon.start()
+        self.assertTrue(self.daemon.alive(), self.tail_of_log())
+        with hostile.Connection(self.daemon.socket) as c:
+            for name in made["paths"]:
+                st = c.stat(name)
+                self.assertIn(st.code, ("OK", "NOT_FOUND"), (name, st))
+                if st.ok:
+                    self.assertNotEqual(st.response.damage, "", (name, st.response))
+            check = c.check()
+            self.assertTrue(check.ok, check)
+            self.assertTrue(all(r.ok or r.region in made["paths"] for r in check.response.results), check.response)
+        self.assert_daemon_serves()
+
     def attack(self, discipline):
         rec = self.attacker.run("test_truncated_backing", "truncate_and_poke", discipline=discipline)
         # The attack's premise: nobody made the region and cut its backing.
