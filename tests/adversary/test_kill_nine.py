@@ -5,7 +5,8 @@ of them, chosen at random, is killed with SIGKILL at a random instant after
 it has made progress, and a new one takes its place, for a fixed number of
 kills. The RNG is seeded and the seed printed: MEMD_ADVERSARY_SEED replays a
 run. Afterwards the region must check clean, every block must come back to
-the daemon once no client is left, and a new client must work in it.
+the daemon once no client is left, objects published before the kills must
+be intact, and a new client must work in the region.
 """
 import os
 import random
@@ -20,6 +21,7 @@ REGION = "churn"
 CLIENTS = 4
 KILLS = 20
 MAX_DELAY = 1.0  # seconds after a victim's first progress line
+PUBLISHED = 1000  # the board of objects published before the kills
 
 
 class Churner:
@@ -61,7 +63,8 @@ class KillNine(DaemonTest):
         seed = int(os.environ.get("MEMD_ADVERSARY_SEED", random.SystemRandom().randrange(2**32)))
         print(f"\nkill -9 seed {seed} (MEMD_ADVERSARY_SEED={seed} replays it)", flush=True)
         rng = random.Random(seed)
-        code, out = self.client.run(REGION, "open")
+        # Published data from a client that exited: none of it may be lost.
+        code, out = self.client.run(REGION, "fill", PUBLISHED, 2000, 72)
         self.assertEqual(code, 0, out)
 
         next_id = 1
@@ -107,6 +110,8 @@ class KillNine(DaemonTest):
                             "check", REGION], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout.decode(errors="replace"))
 
+        code, out = self.client.run(REGION, "verify", PUBLISHED, 2000, 72)
+        self.assertEqual(code, 0, out)
         # The region still serves: a client churns to its end, adopting what
         # the dead ones left.
         code, out = self.client.run(REGION, "churn", next_id, 2)
