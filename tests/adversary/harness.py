@@ -11,7 +11,6 @@ MEMD_BINARY, MEMD_TEST_CLIENT, MEMDCTL_BINARY, MEMD_PY_STUBS.
 """
 import json
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -58,11 +57,6 @@ def socket_answers(path):
         return False
     finally:
         s.close()
-
-
-def exit_code(status):
-    """As a shell reports it: the exit code, or 128 + the signal."""
-    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 class Daemon:
@@ -176,10 +170,6 @@ class Client:
     def start(self, region, job, *args, options=()):
         return subprocess.Popen(self.argv(region, job, *args, options=options), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
-
-
-def nobody():
-    return pwd.getpwnam("nobody")
 
 
 class Attacker:
