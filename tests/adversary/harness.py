@@ -154,6 +154,7 @@ class Client:
     def __init__(self, daemon):
         self.binary = env_path("MEMD_TEST_CLIENT")
         self.daemon = daemon
+        self.started = []
 
     def argv(self, region, job, *args, options=()):
         return [self.binary, *options, self.daemon.socket, region, job, *[str(a) for a in args]]
@@ -168,8 +169,18 @@ class Client:
         return p.returncode if p.returncode >= 0 else 128 - p.returncode, p.stdout.decode(errors="replace")
 
     def start(self, region, job, *args, options=()):
-        return subprocess.Popen(self.argv(region, job, *args, options=options), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        """Starts a job (output in .stdout); killed at the end of the test at the latest."""
+        p = subprocess.Popen(self.argv(region, job, *args, options=options), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        self.started.append(p)
+        return p
+
+    def kill_all(self):
+        for p in self.started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
 
 
 class Attacker:
@@ -220,6 +231,7 @@ class DaemonTest(unittest.TestCase):
         self.daemon = Daemon(*self.daemon_args)
         self.addCleanup(self.daemon.cleanup)
         self.client = Client(self.daemon)
+        self.addCleanup(self.client.kill_all)
         self.attacker = Attacker(self.daemon)
         self.stopped = False
 
