@@ -13,6 +13,9 @@ packages=(
   libpmem-dev libpmemobj-dev
   # tests and microbenchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the adversary tests: a client that is not libmemd, in Debian's python3
+  # (stubs from grpc_python_plugin, in protobuf-compiler-grpc above)
+  python3-grpcio python3-protobuf
   # checks of deploy/: systemd-analyze, and YAML for the DaemonSet
   # (promtool comes with prometheus, above)
   systemd python3-yaml

@@ -9,6 +9,7 @@
 //   test_client SOCKET REGION verify ID COUNT SIZE    check board-ID's objects
 //   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
+//                                                     (and a progress line every 65,536 allocations)
 //   test_client SOCKET REGION open                    open only (status in the exit code)
 //   test_client SOCKET REGION exec-hold ID COUNT SIZE  allocate, then exec itself as hold (same process)
 //   test_client SOCKET - sessions MAX                 open sessions until one is refused (or MAX); prints
@@ -137,6 +138,12 @@ int main(int argc, char** argv) {
           if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc failed"), "churn");
           fill_object(p, id, allocs, size);
           live.push_back({p, allocs++, size});
+          // Progress for a test that kills it at a random instant: what it
+          // did before the kill (a killed process prints no summary).
+          if (allocs % 65536 == 0) {
+            std::printf("progress allocations %lu\n", allocs);
+            std::fflush(stdout);
+          }
         } else {
           size_t k2 = rng() % live.size();
           if (!object_ok(live[k2].p, id, live[k2].i, live[k2].size)) {
