@@ -175,7 +175,17 @@ bool LeaseService::starts_block(PageIndex p) const {
   const heap::Region& r = pages_->region();
   if (p.value >= r.header->page_heap.committed_pages.load(std::memory_order_acquire)) return false;
   heap::PageDesc d = r.page(p);
-  return (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) && d.block == p.value;
+  if (d.block != p.value) return false;
+  const heap::SizeClasses& classes = pages_->classes();
+  uint32_t pages;
+  if (d.kind == PageKind::kLarge) {
+    pages = r.header->params.large_block_pages;
+  } else if (d.kind == PageKind::kSegregated && d.cls >= classes.first_class() && d.cls <= classes.last_class()) {
+    pages = classes.info(d.cls).block_pages;
+  } else {
+    return false;
+  }
+  return pages <= r.header->page_heap.committed_pages.load(std::memory_order_acquire) - p.value;
 }
 
 absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
@@ -213,8 +223,16 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
   for (uint32_t i = 0; i < n; ++i) {
     PageIndex p = blocks[i];
     heap::crash_point("lease.give_back");  // part of a batch applied
-    r.block(p).owner_word.store(0, std::memory_order_release);
+    heap::BlockDesc& b = r.block(p);
+    b.owner_word.store(0, std::memory_order_release);
     drop(p.value);
+    // What the block is, the page heap decides (its descriptor's copy was
+    // the client's to write): repair and the page heap go by this.
+    heap::PageDesc d = r.page(p);
+    b.kind = d.kind;
+    b.cls = d.cls;
+    b.pages = heap::PageCount{d.kind == PageKind::kLarge ? r.header->params.large_block_pages
+                                                         : pages_->classes().info(d.cls).block_pages};
     // Trust nothing the client says about the contents: count them.
     uint64_t leaked = 0;
     bool empty = heap::block_repair(r, pages_->classes(), p, &leaked);
@@ -235,6 +253,7 @@ absl::StatusOr<AcquiredBlock> LeaseService::acquire_huge(uint32_t client, heap::
   }
   AcquiredBlock b = pages_->acquire_huge(pages, align);
   if (b.first == heap::kNoPage) return no_memory();
+  runs_[b.first.value] = pages.value;
   return b;
 }
 
@@ -266,12 +285,23 @@ absl::Status LeaseService::check_claimed(uint32_t client, PageIndex first) const
   return absl::OkStatus();
 }
 
+absl::Status LeaseService::restore_run(PageIndex first) {
+  auto run = runs_.find(first.value);
+  if (run == runs_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("page ", first.value, " does not start a huge object"));
+  }
+  pages_->region().block(first).pages = heap::PageCount{run->second};
+  return absl::OkStatus();
+}
+
 absl::Status LeaseService::release_huge(uint32_t client, PageIndex first) {
   std::lock_guard<std::mutex> g(mu_);
   if (absl::Status s = check_client(client); !s.ok()) return s;
   if (absl::Status s = check_huge(pages_->region(), first); !s.ok()) return s;
   if (absl::Status s = check_claimed(client, first); !s.ok()) return s;
+  if (absl::Status s = restore_run(first); !s.ok()) return s;
   heap::crash_point("lease.release_run");
+  runs_.erase(first.value);
   pages_->release_huge(first);
   return absl::OkStatus();
 }
@@ -283,7 +313,10 @@ absl::StatusOr<bool> LeaseService::resize_huge(uint32_t client, PageIndex first,
   if (absl::Status s = check_huge(pages_->region(), first); !s.ok()) return s;
   if (absl::Status s = check_claimed(client, first); !s.ok()) return s;
   if (want.value == 0) return absl::InvalidArgumentError("resize to 0 pages");
-  return pages_->resize_huge(first, want, zeroed);
+  if (absl::Status s = restore_run(first); !s.ok()) return s;
+  bool resized = pages_->resize_huge(first, want, zeroed);
+  if (resized) runs_[first.value] = want.value;
+  return resized;
 }
 
 void LeaseService::client_gone(uint32_t client) {
@@ -326,6 +359,7 @@ void LeaseService::rebuild_ledger() {
   const heap::Region& r = pages_->region();
   const heap::RegionHeader& h = *r.header;
   ledger_.clear();
+  runs_.clear();
   std::fill(held_.begin(), held_.end(), 0);
   uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < committed;) {
@@ -334,7 +368,10 @@ void LeaseService::rebuild_ledger() {
     if (!starts_block(p)) {
       // A free run is stepped over whole: the descriptors inside it may
       // have been given back (reading them on a full tmpfs faults).
-      i += r.page(p).block == i && n != 0 && n <= committed - i ? n : 1;
+      bool whole = r.page(p).block == i && n != 0 && n <= committed - i;
+      // Huge runs as recovery (which has just run) found them.
+      if (whole && r.page(p).kind == PageKind::kHuge && r.page(p + heap::PageCount{n - 1}).block == i) runs_[i] = n;
+      i += whole ? n : 1;
       continue;
     }
     if (n == 0 || n > committed - i) n = 1;  // a length overwritten: step carefully

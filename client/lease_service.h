@@ -96,6 +96,12 @@ class LeaseService {
   // Block (its first page) -> lease slot of the client it is leased to.
   absl::flat_hash_map<uint32_t, uint32_t> ledger_;
   std::vector<uint64_t> held_;  // by lease slot: its blocks in the ledger
+  // Huge run (its first page) -> its length as the page heap made it: the
+  // run's descriptor, which any process of the region can write, is set
+  // back to it before the page heap frees or resizes the run.
+  absl::flat_hash_map<uint32_t, uint32_t> runs_;
+  // REQUIRES: mu_. The run at `first` as the daemon knows it, restored.
+  absl::Status restore_run(heap::PageIndex first);
   void hold(uint32_t block, uint32_t client);
   void drop(uint32_t block);
 };

@@ -177,6 +177,7 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   h.clean_close.store(0, std::memory_order_release);
   impl->service = std::make_unique<client::LeaseService>(impl->pages.get());
   impl->service->rebuild_ledger();
+  impl->keep_header_copy();
   if (!allocates) {
     impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
     return absl::OkStatus();

@@ -165,7 +165,34 @@ heap::RegionStats Region::stat() {
   return heap::region_stat(impl_->region, *impl_->classes);
 }
 
-absl::Status Region::backing_status() const { return impl_->source->backing_status(); }
+namespace {
+// The header's fields fixed at creation (identity, geometry, classes,
+// parameters): everything before the lifecycle fields.
+size_t fixed_header_bytes(const heap::RegionHeader& h) {
+  return static_cast<size_t>(reinterpret_cast<const char*>(&h.generation) - reinterpret_cast<const char*>(&h));
+}
+}  // namespace
+
+void RegionImpl::keep_header_copy() {
+  const char* h = reinterpret_cast<const char*>(region.header);
+  header_copy.assign(h, h + fixed_header_bytes(*region.header));
+}
+
+absl::Status Region::backing_status() const {
+  if (absl::Status s = impl_->source->backing_status(); !s.ok()) return s;
+  const heap::RegionHeader& h = *impl_->region.header;
+  if (!impl_->header_copy.empty()) {
+    // Sizes and offsets of every table are read from here: changed under
+    // the owner, they would send it outside the mapping.
+    if (std::memcmp(&h, impl_->header_copy.data(), impl_->header_copy.size()) != 0) {
+      return absl::DataLossError(absl::StrCat(impl_->name, ": the region's header was overwritten"));
+    }
+    if (h.page_heap.committed_pages.load(std::memory_order_acquire) > h.max_pages) {
+      return absl::DataLossError(absl::StrCat(impl_->name, ": the header's count of committed pages was overwritten"));
+    }
+  }
+  return absl::OkStatus();
+}
 void Region::mark_damaged() { impl_->damaged = true; }
 
 void Region::set_event_handler(RegionEventHandler handler, void* context) {

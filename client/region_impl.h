@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/leased_blocks.h"
 #include "client/lease_service.h"
@@ -31,6 +32,9 @@ class RegionImpl {
   std::unique_ptr<heap::SizeClasses> classes;
   bool read_only = false;
   bool damaged = false;  // its backing failed: closing touches none of its memory
+  // Owner: the header's fixed part as it was when this process took the
+  // region over (every process of the region can write the header).
+  std::vector<char> header_copy;
 
   // Owner side (set iff this process owns the region).
   std::unique_ptr<client::PageHeapOwner> pages;
@@ -61,6 +65,7 @@ class RegionImpl {
   void event(RegionEvent e, const void* address, const char* what) const {
     if (handler != nullptr) handler(handler_context, e, address, what);
   }
+  void keep_header_copy();
   // Gives back what this process holds: its thread heaps' blocks, its stash.
   void detach_all();
 };

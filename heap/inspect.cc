@@ -42,6 +42,12 @@ int walk_free_list(uint32_t head, const char* base, const BlockDesc& b, uint32_t
 
 bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, const BlockDesc& b,
                       SegregatedCounts* out, const char** why) {
+  // The descriptor is written by the block's owner, in another process: its
+  // class indexes a table here only once it is known to be one.
+  if (b.cls < classes.first_class() || b.cls > classes.last_class()) {
+    *why = "block class out of range";
+    return false;
+  }
   const ClassInfo& c = classes.info(b.cls);
   // A block leased but not yet initialized by a thread heap (a client's
   // spare): no object was ever handed out.
@@ -76,7 +82,9 @@ bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, 
 
 bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* s, const char** why) {
   const char* base = r.page_address(p);
-  uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+  // Its length as the page heap made it, not as its descriptor (which the
+  // owner, in another process, can write) says.
+  uint32_t bytes = r.header->params.large_block_pages * static_cast<uint32_t>(kPageSize);
   // Leased but not laid out yet (a client's spare): no chunk to walk.
   if (__atomic_load_n(&b.end, __ATOMIC_ACQUIRE) == 0) return true;
   uint32_t off = 0, prev_size = 0;
@@ -148,8 +156,8 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes) {
       ++s.segregated_blocks;
       SegregatedCounts counts;
       const char* why = nullptr;
-      const ClassInfo& c = classes.info(b.cls);
       if (check_segregated(r, classes, p, b, &counts, &why)) {
+        const ClassInfo& c = classes.info(b.cls);
         uint32_t busy = counts.handed_out - counts.local_free - counts.remote_free;
         s.busy_objects += busy;
         s.busy_bytes += size_t{busy} * c.size;

@@ -9,9 +9,11 @@ Calls return an Outcome (status code name, message, response) instead of
 raising, so that an attack can record every answer and the test can assert
 on all of them; a call on a dead daemon is an Outcome too (UNAVAILABLE).
 """
+import mmap
 import os
 import queue
 import random
+import struct
 import threading
 
 import grpc
@@ -186,3 +188,29 @@ class Session(Connection):
     def resize_run(self, handle, page, pages):
         req = pb.ResizeRunRequest(session=self.id, region=handle, page=page, pages=pages)
         return call(self.leases.ResizeRun, req)
+
+
+# docs/region-format.md: the header's table offsets, and where a block
+# descriptor (64 bytes a page) keeps its owner word.
+_BLOCK_DESC_OFFSET_AT = struct.calcsize("<Q10I") + 4 * 8
+_OWNER_WORD_IN_DESC = 52
+
+
+def claim_run(object_path, page, owner):
+    """What a free or a resize does first: writes `owner` << 1 into the owner
+    word of the huge run at `page` (with a compare-and-swap from 0 in
+    libmemd; a plain write here, for a run this session may claim). Returns
+    the word it found there."""
+    fd = os.open(f"/dev/shm/memd.{object_path}", os.O_RDWR)
+    try:
+        m = mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    try:
+        (block_descs,) = struct.unpack_from("<Q", m, _BLOCK_DESC_OFFSET_AT)
+        at = block_descs + page * 64 + _OWNER_WORD_IN_DESC
+        (before,) = struct.unpack_from("<I", m, at)
+        struct.pack_into("<I", m, at, owner << 1)
+        return before
+    finally:
+        m.close()

@@ -1,9 +1,11 @@
-"""Huge runs (one object's pages) are claimed by the session that leased them.
+"""Huge runs (one object's pages) are released and resized only by who claimed them.
 
 Session A (root) leases a run of 512 pages in a shared region (mode 0666).
 Session B (nobody, allowed to allocate there) resizes and releases A's run:
 the daemon must refuse, or B frees pages A is using and the next lease hands
-them to someone else while A writes into them.
+them to someone else while A writes into them. Any process may free any
+object, so what proves a caller's right is the claim a free makes first: the
+run's owner word names one of the caller's owner slots.
 """
 import hostile
 from harness import DaemonTest
@@ -32,7 +34,9 @@ def take_foreign_run(socket, ns, region, page):
         rec["lease"] = run.to_json()
         if run.ok:
             rec["leased_page"] = run.response.run.page
-            # Its own run, B may give back: the refusals above are about whose run.
+            # Its own run, B may give back once it has claimed it (as a free
+            # does): the refusals above are about whose run.
+            hostile.claim_run(opened.response.object_path, run.response.run.page, opened.response.stash_owner)
             rec["release_own"] = s.release_run(h, run.response.run.page).to_json()
     return rec
 
@@ -61,7 +65,9 @@ class HugeRuns(DaemonTest):
                             f"B got pages {b}..{b + RUN_PAGES} while A holds {page}..{page + RUN_PAGES}: {rec}")
             self.assertEqual(rec["release_own"]["code"], "OK", rec)
 
-            # A's run is still A's, whole: A resizes and releases it.
+            # A's run is still A's, whole (nobody claimed it): A claims it,
+            # resizes and releases it.
+            self.assertEqual(hostile.claim_run(opened.response.object_path, page, opened.response.stash_owner), 0)
             same = a.resize_run(h, page, RUN_PAGES)
             self.assertTrue(same.ok, same)
             released = a.release_run(h, page)
