@@ -24,34 +24,18 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "pprof/profile.pb.h"
+#include "gunzip.h"
 #include "raw_session.h"
 
 namespace {
 
+using memd::testing::gunzip;
 using memd::testing::RawSession;
 namespace v1 = memd::v1;
 
 int exit_code(const grpc::Status& s) {
   if (!s.ok()) std::printf("status %d %s\n", static_cast<int>(s.error_code()), s.error_message().c_str());
   return s.ok() ? 0 : 10 + static_cast<int>(s.error_code());
-}
-
-std::string gunzip(const std::string& in) {
-  z_stream z{};
-  inflateInit2(&z, 16 + MAX_WBITS);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  char buf[65536];
-  int rc;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (rc == Z_OK);
-  inflateEnd(&z);
-  return out;
 }
 
 int hold(RawSession& s, const std::vector<std::string>& specs) {

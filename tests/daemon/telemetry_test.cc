@@ -17,29 +17,12 @@
 #include "daemon_process.h"
 #include "metrics_scrape.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "gunzip.h"
 #include "raw_session.h"
 #include "test_util.h"
 
 namespace memd::testing {
 namespace {
-
-std::string gunzip(const std::string& in) {
-  z_stream z{};
-  inflateInit2(&z, 16 + MAX_WBITS);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  char buf[65536];
-  int rc;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (rc == Z_OK);
-  inflateEnd(&z);
-  return rc == Z_STREAM_END ? out : "";
-}
 
 class TelemetryTest : public ::testing::Test {
  protected:
