@@ -228,11 +228,13 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     drop(p.value);
     // What the block is, the page heap decides (its descriptor's copy was
     // the client's to write): repair and the page heap go by this.
+    // Written only where they differ: others read them without a lock.
     heap::PageDesc d = r.page(p);
-    b.kind = d.kind;
-    b.cls = d.cls;
-    b.pages = heap::PageCount{d.kind == PageKind::kLarge ? r.header->params.large_block_pages
-                                                         : pages_->classes().info(d.cls).block_pages};
+    heap::PageCount length{d.kind == PageKind::kLarge ? r.header->params.large_block_pages
+                                                      : pages_->classes().info(d.cls).block_pages};
+    if (b.kind != d.kind) b.kind = d.kind;
+    if (b.cls != d.cls) b.cls = d.cls;
+    if (b.pages != length) b.pages = length;
     // Trust nothing the client says about the contents: count them.
     uint64_t leaked = 0;
     bool empty = heap::block_repair(r, pages_->classes(), p, &leaked);
@@ -290,7 +292,8 @@ absl::Status LeaseService::restore_run(PageIndex first) {
   if (run == runs_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("page ", first.value, " does not start a huge object"));
   }
-  pages_->region().block(first).pages = heap::PageCount{run->second};
+  heap::BlockDesc& b = pages_->region().block(first);
+  if (b.pages.value != run->second) b.pages = heap::PageCount{run->second};  // only then: read without a lock
   return absl::OkStatus();
 }
 
