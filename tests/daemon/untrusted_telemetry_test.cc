@@ -99,6 +99,8 @@ TEST_F(UntrustedTelemetryTest, OneSessionsTelemetryIsBoundedAndGoesWithIt) {
   EXPECT_LE(stored, static_cast<double>(kBudget)) << text;
   EXPECT_GT(value_of(text, "memd_telemetry_rejected_total", {"reason=\"session_bytes\""}), 0) << text;
   const int64_t rss_after = resident_bytes(d_.pid());
+  (void)kRssBound;
+  (void)rss_after;
 #if !defined(MEMD_SANITIZER_ADDRESS)
   // AddressSanitizer keeps freed memory in quarantine (256 MiB by default),
   // so there the daemon's resident size says nothing about what it keeps;
