@@ -60,18 +60,49 @@ absl::Status no_memory() {
 
 LeaseService::LeaseService(PageHeapOwner* pages) : pages_(pages), held_(pages->region().header->max_clients, 0) {}
 
+void LeaseService::set_held(uint32_t client, uint64_t blocks) {
+  held_[client] = blocks;
+  // Published for tools that read the region; the daemon reports its own.
+  pages_->region().leases[client].blocks.store(blocks, std::memory_order_relaxed);
+}
+
 void LeaseService::hold(uint32_t block, uint32_t client) {
   auto [it, added] = ledger_.try_emplace(block, client);
-  if (!added) --held_[it->second];
+  if (!added) set_held(it->second, held_[it->second] - 1);
   it->second = client;
-  ++held_[client];
+  set_held(client, held_[client] + 1);
 }
 
 void LeaseService::drop(uint32_t block) {
   auto it = ledger_.find(block);
   if (it == ledger_.end()) return;
-  --held_[it->second];
+  set_held(it->second, held_[it->second] - 1);
   ledger_.erase(it);
+}
+
+uint32_t LeaseService::owning_holder(PageIndex p) const {
+  const heap::Region& r = pages_->region();
+  heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
+  if (owner == heap::kNoOwner || heap::slot_of(owner) >= r.header->max_owners) return 0;
+  uint32_t holder = r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire);
+  return holder >= 1 && holder <= r.header->max_clients ? holder : 0;
+}
+
+template <class Visit>
+bool LeaseService::walk_runs(Visit visit) const {
+  const heap::Region& r = pages_->region();
+  uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    uint32_t n = r.block(p).pages.value;
+    // A run is stepped over whole (the descriptors inside a free one may
+    // have been given back: on a full tmpfs reading them faults); a length
+    // overwritten is stepped over page by page.
+    bool whole = r.page(p).block == i && n != 0 && n <= committed - i;
+    if (!visit(p, whole ? n : 1, starts_block(p))) return false;
+    i += whole ? n : 1;
+  }
+  return true;
 }
 
 absl::Status LeaseService::check_client(uint32_t client) const {
@@ -166,7 +197,6 @@ absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uin
   if (n == 0) return no_memory();
   heap::crash_point("lease.grant");  // blocks owned by the client, not yet in the ledger or answered
   for (uint32_t i = 0; i < n; ++i) hold(out[i].first.value, client);
-  l.blocks.fetch_add(n, std::memory_order_relaxed);
   l.leases.fetch_add(1, std::memory_order_relaxed);
   return n;
 }
@@ -241,7 +271,6 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     r.header->leaked_objects += leaked;
     if (empty) pages_->release(p);
     else pages_->abandon(p);
-    r.leases[client].blocks.fetch_sub(1, std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }
@@ -339,8 +368,7 @@ void LeaseService::client_gone(uint32_t client) {
     auto here = it++;
     if (here->second != client) continue;
     PageIndex p{here->first};
-    ledger_.erase(here);
-    --held_[client];
+    drop(p.value);
     if (!starts_block(p) || r.block(p).owner_word.load(std::memory_order_acquire) != 0) continue;
     if (heap::block_repair(r, pages_->classes(), p, &leaked)) pages_->release(p);
     else keep.push_back(p);
@@ -352,7 +380,6 @@ void LeaseService::client_gone(uint32_t client) {
   pages_->unlock();
   for (PageIndex b : keep) pages_->abandon(b);
   r.header->leaked_objects += leaked;
-  l.blocks.store(0, std::memory_order_relaxed);
   l.pid = 0;
   l.state.store(LeaseState::kFree, std::memory_order_release);
 }
@@ -363,37 +390,19 @@ void LeaseService::rebuild_ledger() {
   const heap::RegionHeader& h = *r.header;
   ledger_.clear();
   runs_.clear();
-  std::fill(held_.begin(), held_.end(), 0);
-  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < committed;) {
-    PageIndex p{i};
-    uint32_t n = r.block(p).pages.value;
-    if (!starts_block(p)) {
-      // A free run is stepped over whole: the descriptors inside it may
-      // have been given back (reading them on a full tmpfs faults).
-      bool whole = r.page(p).block == i && n != 0 && n <= committed - i;
-      // Huge runs as recovery (which has just run) found them.
-      if (whole && r.page(p).kind == PageKind::kHuge && r.page(p + heap::PageCount{n - 1}).block == i) runs_[i] = n;
-      i += whole ? n : 1;
-      continue;
+  for (uint32_t c = 0; c < h.max_clients; ++c) set_held(c, 0);
+  walk_runs([&](PageIndex p, uint32_t n, bool block) {
+    // Huge runs as recovery (which has just run) found them.
+    if (!block && r.page(p).kind == PageKind::kHuge && n == r.block(p).pages.value && r.page(p).block == p.value &&
+        r.page(p + heap::PageCount{n - 1}).block == p.value) {
+      runs_[p.value] = n;
     }
-    if (n == 0 || n > committed - i) n = 1;  // a length overwritten: step carefully
-    heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
-    uint32_t slot = heap::slot_of(owner);
-    if (owner != heap::kNoOwner && slot < h.max_owners) {
-      uint32_t holder = r.slots[slot].in_use.load(std::memory_order_acquire);
-      if (holder >= 1 && holder <= h.max_clients &&
-          r.leases[holder - 1].state.load(std::memory_order_acquire) == LeaseState::kActive) {
-        hold(i, holder - 1);
-      }
+    uint32_t holder = block ? owning_holder(p) : 0;
+    if (holder != 0 && r.leases[holder - 1].state.load(std::memory_order_acquire) == LeaseState::kActive) {
+      hold(p.value, holder - 1);
     }
-    i += n;
-  }
-  for (uint32_t c = 0; c < h.max_clients; ++c) {
-    if (r.leases[c].state.load(std::memory_order_acquire) == LeaseState::kActive) {
-      r.leases[c].blocks.store(held_[c], std::memory_order_relaxed);
-    }
-  }
+    return true;
+  });
 }
 
 uint64_t LeaseService::blocks_held(uint32_t client) const {
@@ -453,28 +462,15 @@ bool LeaseService::check(char* message, size_t message_size) const {
   }
   // The other way round: a block a client's thread heap or stash owns was
   // leased to that client, or two processes may be allocating in it.
-  for (uint32_t i = 0; i < committed;) {
-    PageIndex p{i};
-    uint32_t n = r.block(p).pages.value;
-    if (!starts_block(p)) {
-      // A free run is stepped over whole: the descriptors inside it may
-      // have been given back (reading them on a full tmpfs faults).
-      i += r.page(p).block == i && n != 0 && n <= committed - i ? n : 1;
-      continue;
-    }
-    if (n == 0 || n > committed - i) n = 1;  // a length overwritten: step carefully
-    heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
-    if (owner != heap::kNoOwner && heap::slot_of(owner) < h.max_owners) {
-      uint32_t holder = r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire);
-      if (holder >= 1 && holder <= h.max_clients) {
-        auto held = ledger_.find(i);
-        if (held == ledger_.end() || held->second != holder - 1) {
-          return fail(i, "block owned by a client's thread heap but not leased to that client");
-        }
-      }
-    }
-    i += n;
-  }
+  uint32_t stray = 0;
+  bool consistent = walk_runs([&](PageIndex p, uint32_t, bool block) {
+    uint32_t holder = block ? owning_holder(p) : 0;
+    if (holder == 0) return true;
+    auto held = ledger_.find(p.value);
+    stray = p.value;
+    return held != ledger_.end() && held->second == holder - 1;
+  });
+  if (!consistent) return fail(stray, "block owned by a client's thread heap but not leased to that client");
   for (uint32_t c = 0; c < h.max_clients; ++c) {
     if (r.leases[c].state.load(std::memory_order_acquire) != LeaseState::kActive) continue;
     if (r.leases[c].blocks.load(std::memory_order_relaxed) != counts[c]) {

@@ -102,8 +102,19 @@ class LeaseService {
   absl::flat_hash_map<uint32_t, uint32_t> runs_;
   // REQUIRES: mu_. The run at `first` as the daemon knows it, restored.
   absl::Status restore_run(heap::PageIndex first);
+  // REQUIRES: mu_. The ledger's changes; each keeps held_ and the lease
+  // table's count in step (set_held).
   void hold(uint32_t block, uint32_t client);
   void drop(uint32_t block);
+  void set_held(uint32_t client, uint64_t blocks);
+  // The holder tag (lease slot + 1) of the client whose owner slot owns the
+  // block at `p`, or 0.
+  uint32_t owning_holder(heap::PageIndex p) const;
+  // Calls visit(first page, pages, starts a block) for each run of the
+  // committed pages, in order, while it returns true; a run whose length
+  // was overwritten is visited page by page.
+  template <class Visit>
+  bool walk_runs(Visit visit) const;
 };
 
 // The start time of process `pid` (clock ticks after boot, /proc/pid/stat),

@@ -294,10 +294,9 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
 }
 
 void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_ms) {
-  for (uint32_t i = 0; i < n.value; ++i) {
-    r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
-    if (i == 0) crash_point("page_heap.free");  // the first page is free, the others not yet
-  }
+  r.set_page(first, {first.value, 0, PageKind::kFree, 0});
+  crash_point("page_heap.free");  // the first page is free, the others not yet
+  for (uint32_t i = 1; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
   r.header->page_heap.in_use_pages -= n.value;
   run_free_coalesced(r, first, n, kRunDirty, now_ms);
 }

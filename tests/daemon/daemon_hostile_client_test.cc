@@ -432,7 +432,9 @@ TEST(DaemonFullShm, AFullShmFileSystemKillsNothing) {
         v1::RegionInfo info;
         grpc::Status st = again.stat(name, &info);
         EXPECT_TRUE(st.ok()) << name << ": " << st.error_message();
-        if (!info.damage().empty()) EXPECT_NE(info.damage().find("no backing"), std::string::npos) << info.damage();
+        if (!info.damage().empty()) {
+          EXPECT_NE(info.damage().find("no backing"), std::string::npos) << info.damage();
+        }
       }
     }
     ASSERT_EQ(kill(d.pid(), 0), 0) << d.log();
