@@ -1,7 +1,7 @@
 # Entry points for people and CI. Each target installs what it needs first.
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-asan test-tsan test-sanitizers bench bench-shared bench-daemon clean
+.PHONY: setup build run test test-asan test-tsan test-sanitizers fuzz fuzz-long bench bench-shared bench-daemon clean
 
 setup:
 	@bash tools/setup.sh
@@ -29,6 +29,15 @@ test-tsan: setup
 	ctest --preset tsan -j $(JOBS)
 
 test-sanitizers: test-asan test-tsan
+
+# libFuzzer targets (clang): a short run of each (CI), or an hour of each
+# (before a release). See docs/fuzzing.md.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-long: setup
+	tests/fuzz/run.sh 3600
 
 bench: build
 	python3 bench/run_all.py --build build/release

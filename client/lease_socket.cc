@@ -12,37 +12,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/lease_wire.h"
 
 namespace memd::client {
 
-// --- the wire format (both ends are this library: same build, same host) ---
-
-namespace {
-enum class Op : uint32_t { kHello = 1, kLease, kGiveBack, kAcquireHuge, kReleaseHuge, kResizeHuge };
-constexpr uint32_t kWireMagic = 0x6d6c7331;  // "mls1"
-constexpr uint32_t kMaxMessage = 512;
-}  // namespace
-
-struct SocketLeaseChannel::Request {
-  uint32_t magic = kWireMagic;
-  Op op{};
-  uint32_t kind = 0, cls = 0, owner = 0, count = 0, pages = 0, align = 0;
-  int32_t pid = 0;
-  uint64_t start_time = 0;
-  uint32_t blocks[kMaxLeaseBatch] = {};
-};
-struct SocketLeaseChannel::Response {
-  int32_t code = 0;  // absl::StatusCode
-  uint32_t count = 0;
-  uint32_t a = 0, b = 0, c = 0;  // op-specific
-  uint32_t blocks[kMaxLeaseBatch] = {};
-  uint8_t zeroed[kMaxLeaseBatch] = {};
-  uint8_t adopted[kMaxLeaseBatch] = {};
-  char message[160] = {};
-};
-using Request = SocketLeaseChannel::Request;
-using Response = SocketLeaseChannel::Response;
-static_assert(sizeof(Request) <= kMaxMessage && sizeof(Response) <= kMaxMessage);
+using lease_wire::Op;
+using lease_wire::Request;
+using lease_wire::Response;
 
 namespace {
 
@@ -196,7 +172,7 @@ namespace {
 // Answers one request of the client in lease slot `client` (UINT32_MAX
 // before its hello). Returns false if the connection must be dropped.
 bool answer(LeaseService* service, int fd, const Request& req, uint32_t* client, Response* resp) {
-  if (req.magic != kWireMagic) {
+  if (req.magic != lease_wire::kMagic) {
     set_status(resp, absl::InvalidArgumentError("not a memd lease request"));
     return false;
   }
@@ -286,11 +262,13 @@ bool answer(LeaseService* service, int fd, const Request& req, uint32_t* client,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SocketLeaseServer>> SocketLeaseServer::start(std::string_view path,
-                                                                            LeaseService* service) {
+                                                                            LeaseService* service,
+                                                                            UsableCheck usable) {
   sockaddr_un addr;
   if (absl::Status s = make_address(path, &addr); !s.ok()) return s;
   std::unique_ptr<SocketLeaseServer> server(new SocketLeaseServer());
   server->service_ = service;
+  server->usable_ = std::move(usable);
   server->path_ = std::string(path);
   server->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   server->wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -359,7 +337,12 @@ void SocketLeaseServer::run() {
       }
       uint32_t& client = conns[fd];
       bool was_new = client == UINT32_MAX;
-      bool keep = answer(service_, fd, req, &client, &resp);
+      bool keep = true;
+      if (absl::Status usable = usable_ ? usable_() : absl::OkStatus(); !usable.ok()) {
+        set_status(&resp, absl::FailedPreconditionError(usable.message()));
+      } else {
+        keep = answer(service_, fd, req, &client, &resp);
+      }
       if (was_new && client != UINT32_MAX) clients_.fetch_add(1, std::memory_order_relaxed);
       if (!write_all(fd, &resp, sizeof resp) || !keep) drop(fd);
     }

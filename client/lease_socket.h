@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,6 +22,11 @@
 #include "client/lease_service.h"
 
 namespace memd::client {
+
+namespace lease_wire {
+struct Request;
+struct Response;
+}  // namespace lease_wire
 
 // The client end. Thread-safe: one call at a time on the connection.
 class SocketLeaseChannel final : public LeaseChannel {
@@ -36,23 +42,24 @@ class SocketLeaseChannel final : public LeaseChannel {
   absl::Status release_huge(heap::PageIndex first) override;
   absl::StatusOr<bool> resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
 
-  // The wire messages (lease_socket.cc).
-  struct Request;
-  struct Response;
-
  private:
   explicit SocketLeaseChannel(int fd) : fd_(fd) {}
-  absl::Status call(const Request& req, Response* resp);
+  absl::Status call(const lease_wire::Request& req, lease_wire::Response* resp);
 
   int fd_;
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
 };
 
 // The owner end: a thread that accepts clients on `path` and answers them
-// from `service`.
+// from `service`. `usable`, if given, is asked before each request: once it
+// says no (the region's backing shrank, its header was overwritten), every
+// request is refused with FAILED_PRECONDITION and its message, as the
+// daemon refuses calls on a damaged region.
 class SocketLeaseServer {
  public:
-  static absl::StatusOr<std::unique_ptr<SocketLeaseServer>> start(std::string_view path, LeaseService* service);
+  using UsableCheck = std::function<absl::Status()>;
+  static absl::StatusOr<std::unique_ptr<SocketLeaseServer>> start(std::string_view path, LeaseService* service,
+                                                                  UsableCheck usable = nullptr);
   ~SocketLeaseServer();  // stops the thread, closes every connection, removes the socket file
 
   // Clients registered and not yet gone.
@@ -63,6 +70,7 @@ class SocketLeaseServer {
   void run();
 
   LeaseService* service_ = nullptr;
+  UsableCheck usable_;
   std::string path_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // an eventfd: tells the thread to stop

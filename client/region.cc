@@ -428,7 +428,7 @@ absl::Status Region::serve(std::string_view path) {
   if (!impl_->owner()) return absl::FailedPreconditionError("only the region's owner serves leases");
   if (impl_->server) return absl::FailedPreconditionError("already serving");
   absl::StatusOr<std::unique_ptr<client::SocketLeaseServer>> s =
-      client::SocketLeaseServer::start(path, impl_->service.get());
+      client::SocketLeaseServer::start(path, impl_->service.get(), [this] { return backing_status(); });
   if (!s.ok()) return s.status();
   impl_->server = std::move(*s);
   return absl::OkStatus();

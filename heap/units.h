@@ -3,6 +3,7 @@
 // live inside shared regions, so they are fixed-width and trivially copyable.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 

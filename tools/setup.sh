@@ -13,6 +13,8 @@ packages=(
   libpmem-dev libpmemobj-dev
   # tests and microbenchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the fuzz targets: clang with libFuzzer and its sanitizer runtimes
+  clang libclang-rt-14-dev
   # the adversary tests: a client that is not libmemd, in Debian's python3
   # (stubs from grpc_python_plugin, in protobuf-compiler-grpc above)
   python3-grpcio python3-protobuf

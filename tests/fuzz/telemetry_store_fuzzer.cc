@@ -1,0 +1,115 @@
+// Fuzz target: the daemon's telemetry store, fed what clients report.
+//
+// Each session streams TelemetryReports that the daemon parses and keeps
+// (daemon/telemetry_store.h). The input is a sequence of steps: a report
+// (any bytes, parsed as a TelemetryReport) from one of four sessions of two
+// users, the end of a session, or the removal of a region. Besides not
+// crashing, the store must keep its promises whatever it is sent:
+//   - the bytes it keeps stay within the budgets (per live session, and per
+//     region for samples of ended sessions);
+//   - per-region totals never go down (until the region is removed);
+//   - the views built from it (/metrics, ListClients, profiles) build.
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "daemon/heap_profile.h"
+#include "daemon/telemetry_store.h"
+#include "fuzz_input.h"
+#include "memd/v1/memd.pb.h"
+
+namespace {
+
+using memd::daemon::ClassTotals;
+using memd::daemon::TelemetryStore;
+using memd::fuzz::FuzzInput;
+using memd::fuzz::fail;
+
+constexpr uint64_t kBudget = 64 << 10;
+constexpr int kSessions = 4;
+const std::set<std::string> kReportable = {"", "orders", "cache"};
+constexpr int kRegionsKept = 2;  // regions whose pools keep ended sessions' samples
+
+struct State {
+  TelemetryStore store;
+  std::set<uint64_t> live;  // sessions that reported and have not ended
+  uint64_t next_session = 1;
+  uint64_t ids[kSessions] = {};
+  std::map<std::pair<std::string, std::string>, ClassTotals> last_totals;
+};
+State* state = nullptr;
+
+bool went_down(const ClassTotals& before, const ClassTotals& now) {
+  return now.allocations < before.allocations || now.frees < before.frees ||
+         now.allocated_bytes < before.allocated_bytes || now.freed_bytes < before.freed_bytes;
+}
+
+void check_promises() {
+  TelemetryStore& store = state->store;
+  uint64_t bound = kBudget * (state->live.size() + kRegionsKept);
+  if (store.stored_bytes() > bound) {
+    fail("the store keeps " + std::to_string(store.stored_bytes()) + " bytes, over its budgets' " +
+         std::to_string(bound));
+  }
+  auto totals = store.class_totals();
+  for (const auto& [key, before] : state->last_totals) {
+    auto now = totals.find(key);
+    if (now == totals.end() || went_down(before, now->second)) {
+      fail("totals of region '" + key.first + "' class " + key.second + " went down");
+    }
+  }
+  state->last_totals = std::move(totals);
+  (void)store.clients();
+  auto live = [](const std::string&, uint64_t offset) { return offset % 3 != 0; };
+  (void)store.top_sites(5, live);
+  for (const std::string& region : {std::string(memd::daemon::kProcessHeapLabel), std::string("orders")}) {
+    memd::daemon::ProfileInput input = store.profile_input(region, 0, std::nullopt, live);
+    if (!memd::daemon::build_heap_profile(input).ok()) fail("a profile of what the store keeps does not build");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  state = new State();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzInput in(data, size);
+  while (!in.empty()) {
+    uint8_t step = in.take<uint8_t>();
+    int who = step % kSessions;
+    uint64_t& id = state->ids[who];
+    switch ((step / kSessions) % 8) {
+      case 0:  // the session ends; its next report starts a new one
+        if (id != 0) {
+          state->store.end_session(id, kBudget);
+          state->live.erase(id);
+          id = 0;
+        }
+        break;
+      case 1: {  // a region is removed: its totals may go
+        std::string region = in.take<uint8_t>() & 1 ? "orders" : "cache";
+        state->store.forget_region(region);
+        for (auto it = state->last_totals.begin(); it != state->last_totals.end();) {
+          it = it->first.first == region ? state->last_totals.erase(it) : std::next(it);
+        }
+        break;
+      }
+      default: {
+        uint16_t length = in.take<uint16_t>();
+        memd::v1::TelemetryReport report;
+        if (!report.ParseFromString(in.bytes(length))) break;  // the daemon's stream would end here
+        if (id == 0) id = state->next_session++;
+        memd::daemon::ClientIdentity identity{id, 100 + who, static_cast<uint32_t>(1000 + who % 2), "fuzz"};
+        state->store.report(identity, kReportable, report, kBudget);
+        state->live.insert(id);
+        break;
+      }
+    }
+  }
+  check_promises();
+  return 0;
+}
