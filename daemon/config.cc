@@ -138,6 +138,9 @@ const std::vector<Key>& keys() {
       {"handshake-timeout", "seconds a new connection has to make its first call before it is closed",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.handshake_timeout_s) && c.handshake_timeout_s > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.handshake_timeout_s); }},
+      {"idle-timeout", "seconds a connection with no call in progress may go without one before it is closed (0: never)",
+       [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.idle_timeout_s); },
+       [](const DaemonConfig& c) { return std::to_string(c.idle_timeout_s); }},
       {"drain-timeout", "seconds calls in progress get to finish at shutdown",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.drain_timeout_s); },
        [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
@@ -146,6 +149,11 @@ const std::vector<Key>& keys() {
          return parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
        },
        [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_session); }},
+      {"telemetry-bytes-per-uid", "bytes of telemetry samples and symbols kept for all sessions of one user (e.g. 64M)",
+       [](DaemonConfig& c, std::string_view v) {
+         return parse_bytes(v, &c.telemetry_bytes_per_uid) && c.telemetry_bytes_per_uid > 0;
+       },
+       [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_uid); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",
        [](DaemonConfig& c, std::string_view v) {
          if (v != "true" && v != "false") return false;
@@ -193,6 +201,16 @@ absl::Status load_file(DaemonConfig& c, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Settings each valid alone that cannot hold together.
+absl::Status check_consistent(const DaemonConfig& c) {
+  if (c.telemetry_bytes_per_uid < c.telemetry_bytes_per_session) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "telemetry-bytes-per-uid (", c.telemetry_bytes_per_uid, ") must be at least telemetry-bytes-per-session (",
+        c.telemetry_bytes_per_session, "): one session of a user may store up to the latter"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CommandLine> parse_command_line(int argc, char** argv) {
@@ -227,6 +245,7 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, char** argv) {
     if (k == "config") continue;
     if (absl::Status s = set_key(cl.config, k, v, absl::StrCat("--", k)); !s.ok()) return s;
   }
+  if (absl::Status s = check_consistent(cl.config); !s.ok()) return s;
   return cl;
 }
 

@@ -45,6 +45,10 @@ struct DaemonConfig {
   // A connection that has made no call this long after it was accepted is
   // closed (one that connects and sends nothing holds a descriptor).
   uint32_t handshake_timeout_s = 10;
+  // A connection that has made calls, has none in progress (a session
+  // stream is one, for its whole life) and has had none for this long is
+  // closed (each holds two descriptors and gRPC's buffers). 0: never.
+  uint32_t idle_timeout_s = 300;
   // Shutting down: calls in progress get this long to finish before they
   // are cancelled (session streams end at once).
   uint32_t drain_timeout_s = 2;
@@ -52,6 +56,10 @@ struct DaemonConfig {
   // session (and per region, for those of ended sessions); beyond them
   // samples are dropped and counted (memd_telemetry_rejected_total).
   uint64_t telemetry_bytes_per_session = uint64_t{8} << 20;
+  // The same, summed over the live sessions of one uid (root too: its
+  // sessions are bounded in number only by max-sessions). At least
+  // telemetry_bytes_per_session.
+  uint64_t telemetry_bytes_per_uid = uint64_t{64} << 20;
   // Shutting down: checkpoint file regions (msync) before closing.
   bool checkpoint_on_exit = true;
 };
@@ -65,7 +73,8 @@ struct CommandLine {
 };
 
 // Defaults, then the file named by --config (if any), then flags. Unknown
-// keys and malformed values are errors that name them.
+// keys, malformed values and values that contradict each other are errors
+// that name them.
 absl::StatusOr<CommandLine> parse_command_line(int argc, char** argv);
 std::string usage();
 std::string describe(const DaemonConfig& c);  // as a config file would say it

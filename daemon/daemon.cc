@@ -20,6 +20,7 @@ ConnectionLimits connection_limits(const DaemonConfig& c) {
   ConnectionLimits l;
   l.per_uid = c.max_connections_per_uid;
   l.handshake_timeout = std::chrono::seconds(c.handshake_timeout_s);
+  l.idle_timeout = std::chrono::seconds(c.idle_timeout_s);
   return l;
 }
 

@@ -1,5 +1,6 @@
-// What every unary handler does around its work: count the call, find the
-// caller's credentials and (if it names one) its session, and turn the
+// What every unary handler does around its work: count the call (and keep
+// its connection from counting as idle until it returns), find the caller's
+// credentials and (if it names one) its session, and turn the
 // absl::Status into a gRPC status, counting errors.
 #pragma once
 
@@ -21,6 +22,7 @@ template <class F>
 grpc::Status handle(DaemonState* state, const char* method, grpc::ServerContext* context,
                     std::optional<uint64_t> session, F work) {
   auto started = std::chrono::steady_clock::now();
+  ConnectionCall in_progress(state->peers, context->peer());  // the connection is not idle meanwhile
   state->rpcs.fetch_add(1, std::memory_order_relaxed);
   absl::Status result;
   std::optional<Peer> peer = state->peers->find(context->peer());

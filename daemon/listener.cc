@@ -108,10 +108,14 @@ void Listener::run() {
   std::vector<pollfd> fds;
   for (;;) {
     Clock::time_point now = Clock::now();
-    Clock::time_point next;
-    if (size_t shut = peers_->sweep(now, &next); shut != 0) {
-      silent_.warn("closed ", shut, " connection(s) that made no call within handshake-timeout");
+    Swept swept = peers_->sweep(now);
+    if (swept.silent != 0) {
+      silent_.warn("closed ", swept.silent, " connection(s) that made no call within handshake-timeout");
     }
+    if (swept.idle != 0) {
+      idle_.warn("closed ", swept.idle, " idle connection(s): no call in progress and none for idle-timeout");
+    }
+    Clock::time_point next = swept.next;
     bool accepting = pause_ == Clock::duration::zero() || now >= resume_at_;
     if (accepting && held_fd_ >= 0) {  // a connection waits for room: before any other
       accept_pending();

@@ -7,9 +7,10 @@
 //
 // The loop also keeps connections in bounds: the PeerTable refuses a uid
 // beyond its connection limit (the socket is closed at once) and is swept
-// here for connections that made no call in time; and at the descriptor
-// limit (EMFILE) the loop stops accepting for a while, doubling the pause
-// up to a second, instead of spinning on a socket that stays readable.
+// here for connections that made no call in time or have gone idle; and at
+// the descriptor limit (EMFILE) the loop stops accepting for a while,
+// doubling the pause up to a second, instead of spinning on a socket that
+// stays readable.
 #pragma once
 
 #include <grpcpp/server.h>
@@ -61,6 +62,7 @@ class Listener {
   ThrottledWarning accept_failed_;
   ThrottledWarning refused_;
   ThrottledWarning silent_;
+  ThrottledWarning idle_;
 };
 
 }  // namespace memd::daemon

@@ -229,6 +229,12 @@ void collect_daemon(DaemonState* state, Families* f) {
            static_cast<double>(state->sessions->orphan_count()));
   f->counter("memd_sessions_opened_total", "Sessions opened since the daemon started.", {},
              static_cast<double>(state->sessions->sessions_total()));
+  f->gauge("memd_connections", "Client connections open on the daemon's socket.", {},
+           static_cast<double>(state->peers->size()));
+  f->counter("memd_connections_closed_total", "Connections the daemon closed, by reason (docs/metrics.md).",
+             {{"reason", "handshake_timeout"}}, static_cast<double>(state->peers->silent_total()));
+  f->counter("memd_connections_closed_total", "Connections the daemon closed, by reason (docs/metrics.md).",
+             {{"reason", "idle_timeout"}}, static_cast<double>(state->peers->idle_total()));
   for (const auto& [key, n] : state->rpc_stats.calls()) {
     f->counter("memd_rpcs_total", "RPCs handled, by method and status code.",
                {{"method", key.first}, {"code", key.second}}, static_cast<double>(n));

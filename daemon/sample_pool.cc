@@ -10,12 +10,32 @@ uint64_t SamplePool::cost(size_t frames) {
   return sizeof(Sample) + 16 + 8 + 64 + (frames > 0 ? frames * sizeof(Frame) + 16 : 0);
 }
 
+SamplePool::~SamplePool() {
+  if (shared_ != nullptr) shared_->bytes -= charged_;
+}
+
+SamplePool::Stored SamplePool::room_for(uint64_t more) const {
+  if (bytes() + more > max_bytes_) return Stored::kOverBytes;
+  // charged_ is of this pool's bytes what the shared count holds already.
+  if (shared_ != nullptr && shared_->bytes - charged_ + bytes() + more > shared_->max_bytes) {
+    return Stored::kOverSharedBytes;
+  }
+  return Stored::kYes;
+}
+
+void SamplePool::settle() {
+  if (shared_ == nullptr) return;
+  shared_->bytes = shared_->bytes - charged_ + bytes();
+  charged_ = bytes();
+}
+
 SamplePool::Stored SamplePool::add_symbol(uint64_t address, std::string_view name, size_t max_symbols) {
+  Settle settle{this};
   auto it = symbols_.find(address);
   if (it != symbols_.end() && names_.name(it->second) == name) return Stored::kYes;
   if (it == symbols_.end() && symbols_.size() >= max_symbols) return Stored::kOverCount;
   uint64_t need = (it == symbols_.end() ? kSymbolBytes : 0) + (names_.find(name) ? 0 : NameTable::cost(name));
-  if (!fits(need)) return Stored::kOverBytes;
+  if (Stored room = room_for(need); room != Stored::kYes) return room;
   NameTable::Id id = names_.acquire(name);
   if (it != symbols_.end()) {
     names_.release(it->second);  // samples taken before keep their uses of the old name
@@ -26,12 +46,13 @@ SamplePool::Stored SamplePool::add_symbol(uint64_t address, std::string_view nam
   return Stored::kYes;
 }
 
-bool SamplePool::add(std::string_view heap, const Sample& fields, std::span<const uint64_t> stack) {
+SamplePool::Stored SamplePool::add(std::string_view heap, const Sample& fields, std::span<const uint64_t> stack) {
+  Settle settle{this};
   const uint64_t need = cost(stack.size()) + (names_.find(heap) ? 0 : NameTable::cost(heap));
   if (!fits(need)) {
     // Freed samples only count in alloc_*: they go before a live one is refused.
     if (freed_ > 0) remove_if([](const Sample& s) { return !s.live; });
-    if (!fits(need)) return false;
+    if (Stored room = room_for(need); room != Stored::kYes) return room;
   }
   auto s = std::make_unique<Sample>();
   s->heap = names_.acquire(heap);
@@ -55,10 +76,11 @@ bool SamplePool::add(std::string_view heap, const Sample& fields, std::span<cons
     if (freed_ > 0) remove_if([](const Sample& x) { return !x.live; });
     while (samples_.size() > max_samples_ * 3 / 4) drop_oldest();
   }
-  return true;
+  return Stored::kYes;
 }
 
 size_t SamplePool::keep(const SamplePool& from, const Sample& s) {
+  Settle settle{this};
   auto need = [&] {
     uint64_t n = cost(s.stack.size()) + (names_.find(from.name(s.heap)) ? 0 : NameTable::cost(from.name(s.heap)));
     for (const Frame& f : s.stack) {
@@ -98,6 +120,7 @@ bool SamplePool::end(std::string_view heap, uint64_t address) {
 }
 
 void SamplePool::forget_heap(std::string_view heap) {
+  Settle settle{this};
   std::optional<NameTable::Id> id = names_.find(heap);
   if (id) remove_if([&](const Sample& s) { return s.heap == *id; });
 }

@@ -3,7 +3,10 @@
 // of sessions that ended. A frame is a return address and the index of its
 // function's name; each name is stored once per pool and each sample holds
 // uses of its names, so the pool's bytes are what it holds, and all of it
-// goes with the pool. Not thread-safe: the telemetry store's lock guards it.
+// goes with the pool. A pool may also draw on a budget it shares with other
+// pools (those of one user's sessions): what it holds counts against that
+// too, from when it is stored until the pool lets it go or is destroyed.
+// Not thread-safe: the telemetry store's lock guards it.
 #pragma once
 
 #include <sys/types.h>
@@ -24,6 +27,12 @@
 
 namespace memd::daemon {
 
+// Bytes several pools draw on together.
+struct SharedBudget {
+  uint64_t max_bytes = 0;
+  uint64_t bytes = 0;  // the sum of its pools' bytes(): each pool keeps it so
+};
+
 class SamplePool {
  public:
   struct Frame {
@@ -42,20 +51,24 @@ class SamplePool {
     std::vector<Frame> stack;  // innermost first
   };
 
-  // REQUIRES: max_samples > 0.
-  SamplePool(uint64_t max_bytes, size_t max_samples) : max_bytes_(max_bytes), max_samples_(max_samples) {}
+  // REQUIRES: max_samples > 0; `shared` (if any) outlives the pool.
+  SamplePool(uint64_t max_bytes, size_t max_samples, SharedBudget* shared = nullptr)
+      : max_bytes_(max_bytes), max_samples_(max_samples), shared_(shared) {}
+  ~SamplePool();  // gives its bytes back to the shared budget
   SamplePool(const SamplePool&) = delete;
   SamplePool& operator=(const SamplePool&) = delete;
 
+  // What became of something offered to the pool: stored, or not, past
+  // which bound (the pool's own budget is named before the shared one).
+  enum class Stored { kYes, kOverCount, kOverBytes, kOverSharedBytes };
   // Session pools: the name of a return address, for the samples that
-  // follow. Not stored past `max_symbols` names or the budget.
-  enum class Stored { kYes, kOverCount, kOverBytes };
+  // follow. Not stored past `max_symbols` names or a budget.
   Stored add_symbol(uint64_t address, std::string_view name, size_t max_symbols);
   // A new sample in `heap`, its frames named by add_symbol; `fields` gives
-  // the rest. Past max_samples the oldest go (freed ones first); past the
+  // the rest. Past max_samples the oldest go (freed ones first); past a
   // budget freed ones go, and if that is not enough the new one is not
-  // stored: false.
-  bool add(std::string_view heap, const Sample& fields, std::span<const uint64_t> stack);
+  // stored.
+  Stored add(std::string_view heap, const Sample& fields, std::span<const uint64_t> stack);
   // A sample of `from` (its session ended) kept here, names copied: the
   // oldest samples here go to make room. Returns how many went.
   size_t keep(const SamplePool& from, const Sample& s);
@@ -83,10 +96,21 @@ class SamplePool {
     ++freed_;
   }
   void release(const Sample& s);
-  bool fits(uint64_t more) const { return bytes() + more <= max_bytes_; }
+  // Whether `more` bytes fit in both budgets: kYes, or the one they do not.
+  Stored room_for(uint64_t more) const;
+  bool fits(uint64_t more) const { return room_for(more) == Stored::kYes; }
+  // Brings the shared budget's count up to date with bytes(); every public
+  // method that changes the pool ends with it (the Settle guard).
+  void settle();
+  struct Settle {
+    SamplePool* pool;
+    ~Settle() { pool->settle(); }
+  };
 
   const uint64_t max_bytes_;
   const size_t max_samples_;
+  SharedBudget* const shared_;  // null: none
+  uint64_t charged_ = 0;        // of bytes(), what shared_->bytes counts now
   NameTable names_;
   std::unordered_map<uint64_t, NameTable::Id> symbols_;
   std::deque<std::unique_ptr<Sample>> samples_;  // oldest first

@@ -23,6 +23,10 @@ constexpr size_t kMaxProgramBytes = 200;
 
 grpc::Status SessionService::Open(grpc::ServerContext* context,
                                   grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
+  // In progress for the session's life: libmemd's connection is never idle.
+  // It has not spoken until its hello is read (find() below), so a stream
+  // that never says hello is still ended by handshake-timeout.
+  ConnectionCall in_progress(state_->peers, context->peer());
   state_->rpcs.fetch_add(1, std::memory_order_relaxed);
   auto refuse = [&](const grpc::Status& s) {
     state_->rpc_errors.fetch_add(1, std::memory_order_relaxed);
@@ -77,7 +81,8 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     for (const std::string& name : state_->sessions->ever_attached(**s)) {
       if (state_->regions->find(name) != nullptr) reportable.insert(name);
     }
-    state_->telemetry->report(who, reportable, request.telemetry(), state_->config->telemetry_bytes_per_session);
+    state_->telemetry->report(who, reportable, request.telemetry(), state_->config->telemetry_bytes_per_session,
+                              state_->config->telemetry_bytes_per_uid);
   }
   state_->sessions->end((*s)->id);
   if (state_->telemetry != nullptr) {

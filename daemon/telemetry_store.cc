@@ -13,8 +13,8 @@ namespace memd::daemon {
 namespace {
 
 constexpr const char* kRejectedLabels[] = {"unknown_region",    "size_class",        "symbol_count",
-                                           "session_bytes",     "region_full",       "counter_decreased",
-                                           "counter_too_large", "counter_jump"};
+                                           "session_bytes",     "uid_bytes",         "region_full",
+                                           "counter_decreased", "counter_too_large", "counter_jump"};
 static_assert(std::size(kRejectedLabels) == static_cast<size_t>(Rejected::kCount));
 
 std::string heap_label(const std::string& region) { return region.empty() ? kProcessHeapLabel : region; }
@@ -83,11 +83,26 @@ void TelemetryStore::reject(CounterVerdict v) {
   }
 }
 
+void TelemetryStore::reject(SamplePool::Stored s) {
+  switch (s) {
+    case SamplePool::Stored::kOverCount: return reject(Rejected::kSymbolCount);
+    case SamplePool::Stored::kOverBytes: return reject(Rejected::kSessionBytes);
+    case SamplePool::Stored::kOverSharedBytes: return reject(Rejected::kUidBytes);
+    case SamplePool::Stored::kYes: return;
+  }
+}
+
 void TelemetryStore::report(const ClientIdentity& who, const std::set<std::string>& reportable,
-                            const v1::TelemetryReport& r, uint64_t budget) {
+                            const v1::TelemetryReport& r, uint64_t budget, uint64_t uid_budget) {
   const uint64_t now_ms = steady_ms();
   std::lock_guard<std::mutex> g(mu_);
-  SessionData& s = sessions_.try_emplace(who.session, budget).first->second;
+  auto it = sessions_.find(who.session);
+  if (it == sessions_.end()) {
+    UidAccount& account = uids_[who.uid];
+    if (account.sessions++ == 0) account.budget.max_bytes = uid_budget;
+    it = sessions_.try_emplace(who.session, who.uid, budget, &account.budget).first;
+  }
+  SessionData& s = it->second;
   s.view.who = who;
   ++s.view.reports;
   ++reports_;
@@ -181,11 +196,7 @@ void TelemetryStore::report_samples(SessionData& s, const std::set<std::string>&
   // Symbols first: the samples of this report use them. Names end up in
   // labels and profiles: made safe here, once.
   for (const v1::Symbol& sym : r.symbols()) {
-    switch (s.pool.add_symbol(sym.address(), client_text(sym.name(), kMaxSymbolBytes), kMaxSymbolsPerSession)) {
-      case SamplePool::Stored::kYes: break;
-      case SamplePool::Stored::kOverCount: reject(Rejected::kSymbolCount); break;
-      case SamplePool::Stored::kOverBytes: reject(Rejected::kSessionBytes); break;
-    }
+    reject(s.pool.add_symbol(sym.address(), client_text(sym.name(), kMaxSymbolBytes), kMaxSymbolsPerSession));
   }
   SamplePool::Sample fields;
   fields.pid = s.view.who.pid;
@@ -201,11 +212,9 @@ void TelemetryStore::report_samples(SessionData& s, const std::set<std::string>&
     fields.address = in.address();
     fields.requested = in.requested_bytes();
     std::span<const uint64_t> stack(in.stack().data(), std::min<size_t>(in.stack_size(), kMaxFrames));
-    if (!s.pool.add(heap_label(in.region()), fields, stack)) {
-      reject(Rejected::kSessionBytes);
-    } else if (!in.region().empty()) {
-      samplers_[in.region()].insert(fields.session);
-    }
+    SamplePool::Stored stored = s.pool.add(heap_label(in.region()), fields, stack);
+    reject(stored);
+    if (stored == SamplePool::Stored::kYes && !in.region().empty()) samplers_[in.region()].insert(fields.session);
   }
   for (const v1::SampledFree& f : r.frees()) {
     const std::string label = heap_label(f.region());
@@ -238,12 +247,16 @@ void TelemetryStore::end_session(uint64_t session, uint64_t budget) {
   for (const auto& sample : s.pool.samples()) {
     const std::string& heap = s.pool.name(sample->heap);
     if (!sample->live || heap == kProcessHeapLabel) continue;
+    // Charged to no uid: the region's pool is bounded on its own.
     SamplePool& kept = kept_.try_emplace(heap, budget, kMaxKeptSamplesPerRegion).first->second;
     reject(Rejected::kRegionFull, kept.keep(s.pool, *sample));
   }
   for (auto& [region, ids] : samplers_) ids.erase(session);
   std::erase_if(samplers_, [](const auto& entry) { return entry.second.empty(); });
-  sessions_.erase(it);  // and its pool, with every name and sample in it
+  const uint32_t uid = s.uid;
+  sessions_.erase(it);  // and its pool, with every name and sample in it: its bytes go back to the uid
+  auto account = uids_.find(uid);
+  if (account != uids_.end() && --account->second.sessions == 0) uids_.erase(account);
 }
 
 void TelemetryStore::forget_region(const std::string& region) {
@@ -394,6 +407,12 @@ uint64_t TelemetryStore::stored_bytes() const {
   for (const auto& [id, s] : sessions_) sum += s.pool.bytes();
   for (const auto& [name, kept] : kept_) sum += kept.bytes();
   return sum;
+}
+
+uint64_t TelemetryStore::uid_stored_bytes(uint32_t uid) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = uids_.find(uid);
+  return it == uids_.end() ? 0 : it->second.budget.bytes;
 }
 
 }  // namespace memd::daemon

@@ -13,6 +13,13 @@
 // memory died with the process); its live samples in regions move to their
 // region's pool, as the objects outlive it (bounded per region, by the same
 // budget and kMaxKeptSamplesPerRegion).
+//
+// The pools of one uid's live sessions also share a budget
+// (`telemetry-bytes-per-uid`), so that a user's many sessions cannot each
+// fill their own: past it samples and symbols are dropped and counted too.
+// A session's bytes return to its uid when the session ends. Region pools
+// are not charged to any uid: they are bounded per region already, and what
+// they keep belongs to no live session.
 #pragma once
 
 #include <sys/types.h>
@@ -66,6 +73,7 @@ enum class Rejected {
   kSizeClass,         // not a size class of the heap
   kSymbolCount,       // a symbol past kMaxSymbolsPerSession
   kSessionBytes,      // a sample or symbol past the session's budget of bytes
+  kUidBytes,          // a sample or symbol past the budget of its uid's live sessions
   kRegionFull,        // a sample of an ended session its region's pool had no room for
   kCounterDecreased,  // a cumulative counter went back
   kCounterTooLarge,   // a counter above kMaxCounter
@@ -82,14 +90,17 @@ class TelemetryStore {
   static constexpr size_t kMaxSymbolBytes = 512;
   static constexpr size_t kMaxSymbolsPerSession = 65536;
   static constexpr uint64_t kDefaultBytesPerSession = uint64_t{8} << 20;
+  static constexpr uint64_t kDefaultBytesPerUid = uint64_t{64} << 20;
 
   // A client's report. Only heaps of `reportable` regions (those the
   // session has had open; and the process heap) count, and only real size
   // classes: a client cannot make up label values. What is left out is
   // counted (rejected()). `budget` (telemetry-bytes-per-session) bounds the
-  // bytes of the session's samples and symbols, fixed at its first report.
+  // bytes of the session's samples and symbols, fixed at its first report;
+  // `uid_budget` (telemetry-bytes-per-uid) those of all live sessions of
+  // `who.uid`, fixed when the first of them is made.
   void report(const ClientIdentity& who, const std::set<std::string>& reportable, const v1::TelemetryReport& r,
-              uint64_t budget = kDefaultBytesPerSession);
+              uint64_t budget = kDefaultBytesPerSession, uint64_t uid_budget = kDefaultBytesPerUid);
   // The session's live region samples move to their regions' pools, each
   // bounded by `budget` (fixed when a region's pool is made).
   void end_session(uint64_t session, uint64_t budget = kDefaultBytesPerSession);
@@ -113,6 +124,8 @@ class TelemetryStore {
   uint64_t samples_total() const;
   // Bytes the samples and symbols of every pool take now.
   uint64_t stored_bytes() const;
+  // Of those, the bytes of the live sessions of `uid`.
+  uint64_t uid_stored_bytes(uint32_t uid) const;
 
  private:
   struct Counted {
@@ -127,8 +140,15 @@ class TelemetryStore {
     std::optional<uint64_t> value;
     uint64_t at_ms = 0;
   };
+  // The budget the live sessions of one uid share.
+  struct UidAccount {
+    SharedBudget budget;
+    size_t sessions = 0;  // live ones drawing on it; the account goes with the last
+  };
   struct SessionData {
-    explicit SessionData(uint64_t bytes) : pool(bytes, kMaxSamplesPerSession) {}
+    SessionData(uint32_t uid, uint64_t bytes, SharedBudget* uid_budget)
+        : uid(uid), pool(bytes, kMaxSamplesPerSession, uid_budget) {}
+    const uint32_t uid;  // whose account the pool draws on
     ClientTelemetry view;
     std::map<std::string, Heap> latest;  // by heap label
     std::map<std::string, uint64_t> reported_ms;  // heaps ever reported: when last
@@ -143,10 +163,12 @@ class TelemetryStore {
   void retire(const std::string& region, const Heap& heap);  // its counters into totals
   void reject(Rejected reason, uint64_t n = 1) { rejected_[static_cast<size_t>(reason)] += n; }
   void reject(CounterVerdict v);
+  void reject(SamplePool::Stored s);  // a symbol or sample not stored
   template <class F>  // f(pool, sample) for each sample of `region` ("": all), pid (0: all), uid
   void for_each_sample(const std::string& region, pid_t pid, std::optional<uint32_t> uid, F f) const;
 
   mutable std::mutex mu_;
+  std::map<uint32_t, UidAccount> uids_;  // of live sessions; before sessions_, whose pools point into it
   std::map<uint64_t, SessionData> sessions_;
   std::map<std::string, std::map<uint32_t, ClassTotals>> retired_;  // region -> class -> totals
   std::map<std::string, SamplePool> kept_;  // region samples of ended sessions

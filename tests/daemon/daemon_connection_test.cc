@@ -2,6 +2,9 @@
 // RLIMIT_NOFILE is low is flooded with connections that send nothing. It
 // must not spin on accept nor flood its log, it must close the silent
 // connections after handshake-timeout, and then serve a real client again.
+// Connections that spoke and went quiet are closed after idle-timeout,
+// but never one holding a session stream (libmemd holds one for its life).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -11,6 +14,8 @@
 #include <fstream>
 #include <pwd.h>
 
+#include "tests/daemon/metrics_scrape.h"
+#include "tests/daemon/raw_session.h"
 #include "tests/daemon/test_util.h"
 
 namespace memd {
@@ -113,6 +118,81 @@ TEST(DaemonConnections, SilentConnectionsAtTheDescriptorLimitAreClosedAndService
   std::string log = d.log();
   EXPECT_LE(count(log, "Too many open files"), 12u) << log;
   EXPECT_NE(log.find("handshake-timeout"), std::string::npos) << log;
+}
+
+constexpr int kIdleTimeout = 1;  // idle-timeout of the daemons below, seconds
+
+// A channel with a connection of its own (channels of one process share
+// connections otherwise), that has made one call.
+std::shared_ptr<grpc::Channel> connection_that_made_a_call(const DaemonProcess& d) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel("unix:" + d.socket(), grpc::InsecureChannelCredentials(), args);
+  grpc::ClientContext c;
+  RawSession::deadline(&c);
+  v1::StatsResponse stats;
+  grpc::Status s = v1::Admin::NewStub(channel)->Stats(&c, v1::StatsRequest(), &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  return channel;
+}
+
+// Whether the channel's connection ends (it leaves READY) within `limit`.
+bool connection_ends(grpc::Channel* channel, std::chrono::seconds limit) {
+  return channel->WaitForStateChange(GRPC_CHANNEL_READY, std::chrono::system_clock::now() + limit) &&
+         channel->GetState(false) != GRPC_CHANNEL_READY;
+}
+
+double closed_idle(const std::string& metrics) {
+  return value_of(scrape(metrics), "memd_connections_closed_total", {"reason=\"idle_timeout\""});
+}
+
+TEST(DaemonConnections, AConnectionThatMadeACallAndWentQuietIsClosedAfterIdleTimeout) {
+  DaemonProcess d({"--idle-timeout", std::to_string(kIdleTimeout)});
+  ASSERT_TRUE(d.running()) << d.log();
+  std::string metrics = metrics_address(d);
+  ASSERT_FALSE(metrics.empty()) << d.log();
+  std::shared_ptr<grpc::Channel> quiet = connection_that_made_a_call(d);
+  // The bound is generous; the daemon closes it about a second after its call.
+  EXPECT_TRUE(connection_ends(quiet.get(), std::chrono::seconds(20 * kIdleTimeout)))
+      << "the daemon never closed a connection with no call in progress\n" << d.log();
+  EXPECT_GE(closed_idle(metrics), 1) << scrape(metrics);
+  EXPECT_NE(d.log().find("idle connection(s)"), std::string::npos) << d.log();
+  // A client that comes back on the same channel simply connects again.
+  grpc::ClientContext c;
+  RawSession::deadline(&c);
+  v1::StatsResponse stats;
+  EXPECT_TRUE(v1::Admin::NewStub(quiet)->Stats(&c, v1::StatsRequest(), &stats).ok());
+}
+
+TEST(DaemonConnections, AConnectionHoldingASessionStreamIsNeverIdle) {
+  DaemonProcess d({"--idle-timeout", std::to_string(kIdleTimeout)});
+  ASSERT_TRUE(d.running()) << d.log();
+  std::string metrics = metrics_address(d);
+  ASSERT_FALSE(metrics.empty()) << d.log();
+  RawSession session(d.socket(), 0, /*own_connection=*/true);
+  ASSERT_NE(session.id, 0u) << session.refused.error_message();
+  v1::RegionInfo info;
+  EXPECT_EQ(session.stat("no-such-region", &info).error_code(), grpc::StatusCode::NOT_FOUND);  // a unary call too
+
+  // A connection whose last call came after every call of the session's:
+  // once the daemon has closed it, the session's connection was past the
+  // same deadline (and was swept in the same pass).
+  std::shared_ptr<grpc::Channel> later = connection_that_made_a_call(d);
+  ASSERT_TRUE(connection_ends(later.get(), std::chrono::seconds(20 * kIdleTimeout))) << d.log();
+  std::this_thread::sleep_for(std::chrono::seconds(2 * kIdleTimeout));
+
+  EXPECT_EQ(session.channel->GetState(false), GRPC_CHANNEL_READY);
+  // The stream still carries reports (a closed one could not).
+  v1::SessionRequest report;
+  report.mutable_telemetry()->set_rpcs(1);
+  ASSERT_TRUE(session.stream->Write(report)) << d.log();
+  EXPECT_TRUE(eventually([&] { return value_of(scrape(metrics), "memd_telemetry_reports_total") >= 1; }))
+      << d.log();
+  std::string text = scrape(metrics);
+  EXPECT_EQ(value_of(text, "memd_sessions", {"state=\"connected\""}), 1) << text;
+  EXPECT_EQ(session.channel->GetState(false), GRPC_CHANNEL_READY);
 }
 
 // Each connection takes two descriptors; memd takes the hard limit as its

@@ -198,6 +198,66 @@ TEST(TelemetryStore, StoredBytesStayWithinTheBudgetAndGoWithTheSession) {
   EXPECT_EQ(store.stored_bytes(), 0u);
 }
 
+// What `reports` cost one session of a store with room for all of it.
+uint64_t stored_by_one_session(const std::vector<v1::TelemetryReport>& reports) {
+  TelemetryStore scratch;
+  for (const v1::TelemetryReport& r : reports) scratch.report({1, 100, 1000, "a"}, {}, r, uint64_t{1} << 30, uint64_t{1} << 30);
+  return scratch.stored_bytes();
+}
+
+// Three reports of 10 samples, each frame a distinct name of ~400 bytes;
+// `first` apart by 100 or more: the same cost, none of the same names.
+std::vector<v1::TelemetryReport> distinct_reports(uint64_t first) {
+  std::vector<v1::TelemetryReport> out;
+  for (uint64_t i = 0; i < 3; ++i) out.push_back(heavy_report(first + i * 10, 10, true));
+  return out;
+}
+
+TEST(TelemetryStore, TheLiveSessionsOfOneUidShareItsBudget) {
+  const uint64_t one = stored_by_one_session(distinct_reports(100));
+  ASSERT_EQ(one, stored_by_one_session(distinct_reports(200)));
+  // Each session fits in its own budget; two of one uid do not fit in the uid's.
+  const uint64_t per_session = one + one / 4;
+  const uint64_t per_uid = one + one / 2;
+  constexpr uint32_t kUid = 1000, kOtherUid = 2000;
+  TelemetryStore store;
+  auto send = [&](const ClientIdentity& who, uint64_t first) {
+    for (const v1::TelemetryReport& r : distinct_reports(first)) {
+      store.report(who, {}, r, per_session, per_uid);
+      ASSERT_LE(store.uid_stored_bytes(kUid), per_uid);
+    }
+  };
+  send({1, 100, kUid, "a"}, 100);
+  EXPECT_EQ(store.uid_stored_bytes(kUid), one);
+  send({2, 200, kUid, "b"}, 200);
+  // Cut at the budget: short of it by less than one symbol or sample.
+  EXPECT_LE(store.uid_stored_bytes(kUid), per_uid);
+  EXPECT_GT(store.uid_stored_bytes(kUid), per_uid - 2048);
+  EXPECT_GT(rejected(store, Rejected::kUidBytes), 0u);
+  EXPECT_EQ(rejected(store, Rejected::kSessionBytes), 0u);
+
+  // Another user's session is not affected.
+  const uint64_t rejected_before = rejected(store, Rejected::kUidBytes);
+  send({3, 300, kOtherUid, "c"}, 300);
+  EXPECT_EQ(store.uid_stored_bytes(kOtherUid), one);
+  EXPECT_EQ(rejected(store, Rejected::kUidBytes), rejected_before);
+  EXPECT_EQ(store.stored_bytes(), store.uid_stored_bytes(kUid) + store.uid_stored_bytes(kOtherUid));
+
+  // Ending sessions gives their bytes back, exactly.
+  store.end_session(1);
+  EXPECT_EQ(store.uid_stored_bytes(kUid), store.stored_bytes() - one);
+  store.end_session(2);
+  EXPECT_EQ(store.uid_stored_bytes(kUid), 0u);
+  EXPECT_EQ(store.stored_bytes(), one);
+  // And the uid's next session has all of it again.
+  send({4, 400, kUid, "d"}, 400);
+  EXPECT_EQ(store.uid_stored_bytes(kUid), one);
+  EXPECT_EQ(rejected(store, Rejected::kUidBytes), rejected_before);
+  store.end_session(3);
+  store.end_session(4);
+  EXPECT_EQ(store.stored_bytes(), 0u);
+}
+
 TEST(TelemetryStore, EachNameIsStoredOncePerSession) {
   TelemetryStore store;
   for (uint64_t i = 0; i < 10; ++i) {

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "daemon_process.h"
 #include "metrics_scrape.h"
@@ -38,6 +40,7 @@ bool promtool_passes(const DaemonProcess& d, const std::string& text, std::strin
 
 class UntrustedTelemetryTest : public ::testing::Test {
  protected:
+  explicit UntrustedTelemetryTest(std::vector<std::string> daemon_args = {}) : d_(std::move(daemon_args)) {}
   void SetUp() override {
     ASSERT_TRUE(d_.running()) << d_.log();
     address_ = metrics_address(d_);
@@ -115,6 +118,64 @@ TEST_F(UntrustedTelemetryTest, OneSessionsTelemetryIsBoundedAndGoesWithIt) {
     return value_of(text, "memd_sessions", {"state=\"connected\""}) == 0;
   })) << text;
   EXPECT_EQ(value_of(text, "memd_telemetry_stored_bytes"), 0) << text;
+}
+
+// Budgets small enough to fill in a few reports.
+constexpr uint64_t kBytesPerSession = uint64_t{1} << 20;
+constexpr uint64_t kBytesPerUid = uint64_t{2} << 20;
+
+class UidTelemetryBudgetTest : public UntrustedTelemetryTest {
+ protected:
+  UidTelemetryBudgetTest()
+      : UntrustedTelemetryTest({"--telemetry-bytes-per-session", std::to_string(kBytesPerSession),
+                                "--telemetry-bytes-per-uid", std::to_string(kBytesPerUid)}) {}
+};
+
+// One process opens sessions up to its limit and fills each one's budget
+// with distinct symbols: once, that was the per-session budget times the
+// sessions of a uid (1 GiB with the defaults).
+TEST_F(UidTelemetryBudgetTest, TheSessionsOfOneUserStoreNoMoreThanItsBudget) {
+  constexpr int kSessions = 5;
+  std::vector<std::unique_ptr<RawSession>> sessions;
+  for (int i = 0; i < kSessions; ++i) {
+    sessions.push_back(std::make_unique<RawSession>(d_.socket()));
+    ASSERT_NE(sessions.back()->id, 0u) << sessions.back()->refused.error_message();
+  }
+  for (int i = 0; i < kSessions; ++i) {
+    for (uint64_t report = 0; report < 3; ++report) {  // 3 * 800 names of ~480 bytes: over a session's budget
+      v1::TelemetryReport r;
+      for (uint64_t k = 0; k < 800; ++k) {
+        uint64_t pc = (static_cast<uint64_t>(i) * 10 + report) * 1000 + k;
+        v1::Symbol* sym = r.add_symbols();
+        sym->set_address(pc);
+        sym->set_name("distinct::function_" + std::to_string(pc) + std::string(460, 'd'));
+      }
+      send(*sessions[i], r);
+    }
+  }
+  std::string text = scrape(address_);
+  const double stored = value_of(text, "memd_telemetry_stored_bytes");
+  EXPECT_LE(stored, static_cast<double>(kBytesPerUid)) << text;
+  EXPECT_GT(stored, static_cast<double>(kBytesPerSession)) << "more than one session stored\n" << text;
+  EXPECT_GT(value_of(text, "memd_telemetry_rejected_total", {"reason=\"uid_bytes\""}), 0) << text;
+
+  sessions.clear();
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_sessions", {"state=\"connected\""}) == 0;
+  })) << text;
+  EXPECT_EQ(value_of(text, "memd_telemetry_stored_bytes"), 0) << text;
+}
+
+TEST_F(UidTelemetryBudgetTest, APerUidBudgetBelowThePerSessionOneIsRefused) {
+  std::string out = d_.dir() + "/refused.out";
+  int rc = wait_exit(spawn_process({MEMD_BINARY, "--telemetry-bytes-per-session", "8M", "--telemetry-bytes-per-uid",
+                                    "4M", "--print-config"},
+                                   out));
+  EXPECT_EQ(rc, 2) << read_file(out);
+  EXPECT_NE(read_file(out).find("telemetry-bytes-per-uid (4194304) must be at least telemetry-bytes-per-session"),
+            std::string::npos)
+      << read_file(out);
 }
 
 v1::TelemetryReport counters(uint64_t allocations, uint64_t allocated_bytes, uint64_t rpcs) {
