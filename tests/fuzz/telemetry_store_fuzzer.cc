@@ -5,10 +5,11 @@
 // (any bytes, parsed as a TelemetryReport) from one of four sessions of two
 // users, the end of a session, or the removal of a region. Besides not
 // crashing, the store must keep its promises whatever it is sent:
-//   - the bytes it keeps stay within the budgets (per live session, and per
-//     region for samples of ended sessions);
+//   - the bytes it keeps stay within the budgets (per live session, per user
+//     over its live sessions, and per region for samples of ended sessions);
 //   - per-region totals never go down (until the region is removed);
 //   - the views built from it (/metrics, ListClients, profiles) build.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -26,14 +27,15 @@ using memd::daemon::TelemetryStore;
 using memd::fuzz::FuzzInput;
 using memd::fuzz::fail;
 
-constexpr uint64_t kBudget = 64 << 10;
-constexpr int kSessions = 4;
+constexpr uint64_t kBudget = 64 << 10;     // per session
+constexpr uint64_t kUidBudget = 96 << 10;  // per user: less than its two sessions' budgets
+constexpr int kSessions = 4;               // two per user
 const std::set<std::string> kReportable = {"", "orders", "cache"};
 constexpr int kRegionsKept = 2;  // regions whose pools keep ended sessions' samples
 
 struct State {
   TelemetryStore store;
-  std::set<uint64_t> live;  // sessions that reported and have not ended
+  std::map<uint64_t, uint32_t> live;  // sessions that reported and have not ended -> uid
   uint64_t next_session = 1;
   uint64_t ids[kSessions] = {};
   std::map<std::pair<std::string, std::string>, ClassTotals> last_totals;
@@ -47,7 +49,16 @@ bool went_down(const ClassTotals& before, const ClassTotals& now) {
 
 void check_promises() {
   TelemetryStore& store = state->store;
-  uint64_t bound = kBudget * (state->live.size() + kRegionsKept);
+  std::map<uint32_t, uint64_t> per_uid;
+  for (const auto& [session, uid] : state->live) per_uid[uid] += kBudget;
+  uint64_t bound = kBudget * kRegionsKept;
+  for (const auto& [uid, sessions_budget] : per_uid) {
+    bound += std::min(sessions_budget, kUidBudget);
+    if (store.uid_stored_bytes(uid) > kUidBudget) {
+      fail("uid " + std::to_string(uid) + " keeps " + std::to_string(store.uid_stored_bytes(uid)) +
+           " bytes, over its budget");
+    }
+  }
   if (store.stored_bytes() > bound) {
     fail("the store keeps " + std::to_string(store.stored_bytes()) + " bytes, over its budgets' " +
          std::to_string(bound));
@@ -103,9 +114,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         memd::v1::TelemetryReport report;
         if (!report.ParseFromString(in.bytes(length))) break;  // the daemon's stream would end here
         if (id == 0) id = state->next_session++;
-        memd::daemon::ClientIdentity identity{id, 100 + who, static_cast<uint32_t>(1000 + who % 2), "fuzz"};
-        state->store.report(identity, kReportable, report, kBudget);
-        state->live.insert(id);
+        uint32_t uid = 1000 + who % 2;
+        memd::daemon::ClientIdentity identity{id, 100 + who, uid, "fuzz"};
+        state->store.report(identity, kReportable, report, kBudget, kUidBudget);
+        state->live[id] = uid;
         break;
       }
     }
