@@ -24,7 +24,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ServedRegion>>> named(DaemonState* st
   std::vector<std::shared_ptr<ServedRegion>> out;
   if (!name.empty()) {
     std::shared_ptr<ServedRegion> r = state->regions->find(name);
-    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named \"", name, "\""));
+    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quote_client_text(name)));
     if (absl::Status s = check_access(r->record, who, false); !s.ok()) return s;
     out.push_back(r);
     return out;
@@ -101,7 +101,8 @@ grpc::Status AdminService::Drain(grpc::ServerContext* c, const v1::DrainRequest*
     uint32_t asked = state_->sessions->drain(req->pid(), req->region());
     if (asked == 0 && req->pid() != 0) {
       return absl::NotFoundError(absl::StrCat("no session of pid ", req->pid(),
-                                              req->region().empty() ? "" : " with region " + req->region(), " open"));
+                                              req->region().empty() ? "" : " with region " + quote_client_text(req->region()),
+                                              " open"));
     }
     resp->set_sessions(asked);
     log_info("drain asked of ", asked, " session(s) by uid ", who.peer.uid);

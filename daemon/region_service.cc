@@ -4,6 +4,7 @@
 
 #include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/client_text.h"
 #include "daemon/handler.h"
 #include "daemon/log.h"
 #include "disciplines/shared_source.h"
@@ -16,21 +17,9 @@ namespace {
 // "memd.", all within NAME_MAX (255).
 constexpr size_t kMaxRegionName = 200;
 
-// A name as messages quote it. A client may send a name of any length; a
-// status message travels in gRPC metadata (8 KiB at most, or the client
-// sees RESOURCE_EXHAUSTED instead), so only its start is quoted, cut where
-// a UTF-8 character begins.
-std::string quoted(std::string_view name) {
-  constexpr size_t kQuoted = 64;
-  if (name.size() <= kQuoted) return absl::StrCat("\"", std::string(name), "\"");
-  size_t cut = kQuoted;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat("\"", std::string(name.substr(0, cut)), "…\" (", name.size(), " bytes)");
-}
-
 absl::Status check_name_length(std::string_view name) {
   if (name.size() <= kMaxRegionName) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("region name ", quoted(name), " is longer than ", kMaxRegionName,
+  return absl::InvalidArgumentError(absl::StrCat("region name ", quote_client_text(name), " is longer than ", kMaxRegionName,
                                                  " characters"));
 }
 
@@ -120,7 +109,7 @@ grpc::Status RegionService::List(grpc::ServerContext* c, const v1::ListRegionsRe
 grpc::Status RegionService::Stat(grpc::ServerContext* c, const v1::StatRegionRequest* req, v1::RegionInfo* resp) {
   return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     std::shared_ptr<ServedRegion> r = state_->regions->find(req->name());
-    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quoted(req->name())));
+    if (r == nullptr) return absl::NotFoundError(absl::StrCat("no region named ", quote_client_text(req->name())));
     if (absl::Status s = check_access(r->record, who.peer, false); !s.ok()) return s;
     describe_region(*r, resp);
     return absl::OkStatus();
@@ -134,7 +123,7 @@ grpc::Status RegionService::Remove(grpc::ServerContext* c, const v1::RemoveRegio
   return handle(state_, __func__, c, session, [&](Caller& who) {
     // No region has a longer name; the registry would quote it whole.
     if (req->name().size() > kMaxRegionName) {
-      return absl::NotFoundError(absl::StrCat("no region named ", quoted(req->name())));
+      return absl::NotFoundError(absl::StrCat("no region named ", quote_client_text(req->name())));
     }
     absl::Status s = state_->regions->remove(req->name(), who.peer);
     if (s.ok()) state_->telemetry->forget_region(req->name());

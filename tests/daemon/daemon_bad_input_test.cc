@@ -2,6 +2,8 @@
 // keeps serving everyone else: unknown regions, absurd sizes, bad names,
 // lies about the pid, foreign sessions, leases out of range, and users the
 // region's mode does not admit.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <pwd.h>
 
@@ -112,6 +114,24 @@ TEST_F(DaemonBadInput, LongUnknownNamesAreNotFoundAndQuotedInPart) {
   v1::OpenRegionResponse resp;
   st = s.open(open_request(name, v1::DISCIPLINE_SHM, false), &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message().substr(0, 200);
+  EXPECT_LT(st.error_message().size(), 300u);
+  // The admin calls that name a region quote it the same way.
+  grpc::ClientContext check_ctx;
+  RawSession::deadline(&check_ctx);
+  v1::CheckRequest check;
+  check.set_region(name);
+  v1::CheckResponse check_resp;
+  st = s.admin->Check(&check_ctx, check, &check_resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message().substr(0, 200);
+  EXPECT_LT(st.error_message().size(), 300u);
+  grpc::ClientContext drain_ctx;
+  RawSession::deadline(&drain_ctx);
+  v1::DrainRequest drain;
+  drain.set_pid(getpid());
+  drain.set_region(name);
+  v1::DrainResponse drain_resp;
+  st = s.admin->Drain(&drain_ctx, drain, &drain_resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message().substr(0, 200);
   EXPECT_LT(st.error_message().size(), 300u);
 }
 
