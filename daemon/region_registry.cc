@@ -264,13 +264,14 @@ absl::Status RegionRegistry::remove(std::string_view name, const Peer& who) {
       return absl::PermissionDeniedError(absl::StrCat("only its owner (uid ", r->record.owner_uid,
                                                       ") or root may remove region \"", std::string(name), "\""));
     }
-    if (r->attached.load() != 0) {
-      return absl::FailedPreconditionError(absl::StrCat("region \"", std::string(name), "\" has ",
-                                                        r->attached.load(), " client(s) attached"));
-    }
     CatalogRecord rec = r->record;
     {
+      // Under the lock attach() counts under: no client attaches meanwhile.
       std::lock_guard<std::mutex> rg(r->lock);
+      if (uint32_t holders = r->attached.load(); holders != 0) {
+        return absl::FailedPreconditionError(absl::StrCat("region \"", std::string(name), "\" is in use by ", holders,
+                                                          " client(s) (attached, or waiting to resume)"));
+      }
       r->region.reset();
     }
     r.reset();

@@ -30,7 +30,10 @@ struct ServedRegion {
   std::unique_ptr<Region> region;  // null once removed, or damaged
   std::mutex lock;  // serializes calls into the LeaseService
   std::atomic<uint64_t> lease_rpcs{0};
-  std::atomic<uint32_t> attached{0};  // sessions attached now
+  // Who holds the region now: attachments of sessions, and leases of
+  // processes whose session ended (or whose daemon restarted) that wait to
+  // be resumed or reclaimed. A region is removed only at zero.
+  std::atomic<uint32_t> attached{0};
   // Why the region is not served (its backing was truncated, a fault found
   // no backing, it could not be opened at start); empty while it is healthy.
   // Guarded by `lock`; `damaged` may be read without it.

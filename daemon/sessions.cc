@@ -72,7 +72,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
         continue;
       }
       handle = it->region->handle;
+      // The orphan's place in the region's count becomes the session's.
       s->attached[handle] = Attachment{it->region, it->slot};
+      s->ever_attached.insert(it->region->record.name);
       log_info("session ", s->id, " (pid ", peer.pid, ") resumed its lease ", it->slot, " in region \"",
                r.region(), "\"");
       orphans_.erase(it);
@@ -139,17 +141,22 @@ absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_pt
     }
   }
   Attachment a{region, kNoLeaseSlot};
-  if (!read_only) {
+  {
+    // Counted under the region's lock, with the lease: remove() checks the
+    // count under the same lock, so it never deletes a region a client is
+    // just attaching to.
     std::lock_guard<std::mutex> rg(region->lock);
     if (absl::Status u = region->usable(); !u.ok()) return u;
-    absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
-    if (!lease.ok()) return lease.status();
-    a.slot = lease->slot;
+    if (!read_only) {
+      absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
+      if (!lease.ok()) return lease.status();
+      a.slot = lease->slot;
+    }
+    region->attached.fetch_add(1);
   }
   std::lock_guard<std::mutex> g(mu_);
   s.attached[region->handle] = a;
   s.ever_attached.insert(region->record.name);
-  region->attached.fetch_add(1);
   return a;
 }
 
@@ -225,8 +232,12 @@ void SessionTable::end(uint64_t id) {
     }
     // Reclaimed by the reaper (at once if the process is dead), unless the
     // process resumes the lease first; at shutdown the next daemon decides.
-    if (!shutting_down_) orphans_.push_back(Orphan{a.region, a.slot, s->peer.pid, s->start_time, s->image_id});
-    a.region->attached.fetch_sub(1);
+    // An orphan still holds the region: it keeps its place in the count.
+    if (shutting_down_) {
+      a.region->attached.fetch_sub(1);
+    } else {
+      orphans_.push_back(Orphan{a.region, a.slot, s->peer.pid, s->start_time, s->image_id});
+    }
   }
   if (dead) wake_.notify_all();
 }
@@ -235,6 +246,7 @@ void SessionTable::adopt_orphans(const std::vector<KeptLease>& kept) {
   std::lock_guard<std::mutex> g(mu_);
   for (const KeptLease& k : kept) {
     orphans_.push_back(Orphan{k.region, k.lease.slot, k.lease.pid, k.lease.start_time, 0});
+    k.region->attached.fetch_add(1);  // the process still maps it: the region is in use
   }
   wake_.notify_all();
 }
@@ -265,6 +277,7 @@ void SessionTable::reap_loop() {
       g.unlock();
       for (const Orphan& o : gone) {
         reclaim(o.region, o.slot, o.pid, o.replaced ? "replaced its program (exec)" : "exited");
+        o.region->attached.fetch_sub(1);
         reclaimed_.fetch_add(1);
       }
       g.lock();

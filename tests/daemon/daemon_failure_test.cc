@@ -152,6 +152,67 @@ TEST(DaemonFailure, LeasesOfClientsThatExitWhileTheDaemonIsDownAreReclaimed) {
   EXPECT_TRUE(check_all(d, &why)) << why;
 }
 
+// Issue 15.2: a client that outlives its daemon holds the region through
+// the restart, and resuming its lease does not change that: the region
+// counts it as attached (not 0, and not 2^32 - 1 after it exits), and it
+// cannot be removed under the client, whether the daemon was killed or
+// stopped cleanly. Once the client exits, the region is free to go.
+class ResumedLeases : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ResumedLeases, CountAsAttachedAndKeepTheRegion) {
+  bool killed = GetParam();
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::string log = d.dir() + "/holder.log";
+  pid_t holder = start_client(d, {"--file"}, {"kept", "hold", "1", "500", "40"}, log);
+  ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
+  auto clients = [&](uint32_t* n) {
+    RawSession s(d.socket());
+    v1::RegionInfo info;
+    grpc::Status st = s.stat("kept", &info);
+    *n = info.clients();
+    return st.ok();
+  };
+  uint32_t n = 0;
+  ASSERT_TRUE(clients(&n));
+  EXPECT_EQ(n, 1u);
+
+  if (killed) {
+    d.kill_hard();
+  } else {
+    EXPECT_EQ(d.stop(), 0) << d.log();
+  }
+  kill(holder, SIGSTOP);  // held before it resumes: an orphan of the new daemon
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  ASSERT_TRUE(clients(&n));
+  EXPECT_EQ(n, 1u) << "a lease waiting to resume holds the region";
+  {
+    RawSession s(d.socket());
+    grpc::Status st = s.remove("kept");
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  }
+  kill(holder, SIGCONT);
+  ASSERT_TRUE(eventually([&] { return d.log().find("resumed its lease") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(clients(&n));
+  EXPECT_EQ(n, 1u) << "resuming neither adds nor drops a holder";
+  {
+    RawSession s(d.socket());
+    grpc::Status st = s.remove("kept");
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  }
+
+  kill(holder, SIGKILL);
+  EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return clients(&n) && n == 0; })) << "clients " << n << "\n" << d.log();
+  RawSession s(d.socket());
+  grpc::Status st = s.remove("kept");
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemon, ResumedLeases, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Killed" : "Stopped"; });
+
 // exec replaces a client's program in the same process: the old image's
 // lease is taken back as soon as the new image says hello, not when the
 // process exits.

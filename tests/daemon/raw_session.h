@@ -72,6 +72,14 @@ struct RawSession {
     req.set_name(name);
     return regions->Stat(&c, req, info);
   }
+  grpc::Status remove(const std::string& name) {
+    grpc::ClientContext c;
+    deadline(&c);
+    v1::RemoveRegionRequest req;
+    req.set_name(name);
+    v1::RemoveRegionResponse resp;
+    return regions->Remove(&c, req, &resp);
+  }
 };
 
 }  // namespace memd::testing
