@@ -8,7 +8,9 @@
 //   test_client SOCKET REGION verify-half ID COUNT SIZE  verify the even objects only
 //   test_client SOCKET REGION verify ID COUNT SIZE    check board-ID's objects
 //   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
-//   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop; prints allocations and lease calls
+//   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop (small, large and huge objects);
+//                                                     prints allocations and lease calls
+//   test_client SOCKET REGION churn-huge ID SECONDS   the same with huge objects only (a lease call each)
 //                                                     (and a progress line every 65,536 allocations)
 //   test_client SOCKET REGION open                    open only (status in the exit code)
 //   test_client SOCKET REGION exec-hold ID COUNT SIZE  allocate, then exec itself as hold (same process)
@@ -117,7 +119,8 @@ int main(int argc, char** argv) {
     return 3;
   }
 
-  if (job == "churn") {
+  if (job == "churn" || job == "churn-huge") {
+    bool huge_only = job == "churn-huge";
     if (nums.size() != 2) return 2;
     uint64_t id = nums[0];
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(nums[1]);
@@ -131,9 +134,12 @@ int main(int argc, char** argv) {
     uint64_t allocs = 0;
     while (std::chrono::steady_clock::now() < until) {
       for (int k = 0; k < 1000; ++k) {
-        if (live.size() < 2000 && (live.empty() || rng() % 2 == 0)) {
+        if (live.size() < (huge_only ? 48 : 2000) && (live.empty() || rng() % 2 == 0)) {
+          // Small, large (one in 64) and huge (one in 256: runs of pages
+          // leased one by one, up to 2.5 MiB).
           size_t size = 8 + rng() % 600;
           if (rng() % 64 == 0) size = 2000 + rng() % 30000;
+          if (huge_only || rng() % 256 == 0) size = 40000 + rng() % (2500 << 10);
           void* p = r.alloc(size);
           if (p == nullptr) return fail(absl::ResourceExhaustedError("alloc failed"), "churn");
           fill_object(p, id, allocs, size);
