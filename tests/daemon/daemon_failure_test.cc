@@ -233,6 +233,7 @@ TEST_P(ResumedLeases, CountAsAttachedAndKeepTheRegion) {
     *n = info.clients();
     return st.ok();
   };
+  auto remove = [&] { return RawSession(d.socket()).remove("kept"); };
   uint32_t n = 0;
   ASSERT_TRUE(clients(&n));
   EXPECT_EQ(n, 1u);
@@ -247,26 +248,17 @@ TEST_P(ResumedLeases, CountAsAttachedAndKeepTheRegion) {
   ASSERT_TRUE(d.running()) << d.log();
   ASSERT_TRUE(clients(&n));
   EXPECT_EQ(n, 1u) << "a lease waiting to resume holds the region";
-  {
-    RawSession s(d.socket());
-    grpc::Status st = s.remove("kept");
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
-  }
+  EXPECT_EQ(remove().error_code(), grpc::StatusCode::FAILED_PRECONDITION) << d.log();
   kill(holder, SIGCONT);
   ASSERT_TRUE(eventually([&] { return d.log().find("resumed its lease") != std::string::npos; })) << d.log();
   ASSERT_TRUE(clients(&n));
   EXPECT_EQ(n, 1u) << "resuming neither adds nor drops a holder";
-  {
-    RawSession s(d.socket());
-    grpc::Status st = s.remove("kept");
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
-  }
+  EXPECT_EQ(remove().error_code(), grpc::StatusCode::FAILED_PRECONDITION) << d.log();
 
   kill(holder, SIGKILL);
   EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
   EXPECT_TRUE(eventually([&] { return clients(&n) && n == 0; })) << "clients " << n << "\n" << d.log();
-  RawSession s(d.socket());
-  grpc::Status st = s.remove("kept");
+  grpc::Status st = remove();
   EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
