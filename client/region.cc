@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -162,12 +163,9 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   heap::region_recover(impl->region, impl->pages->classes(), *impl->source,
                        [&](heap::PageIndex b) { keep.push_back(b); }, &report, live.data());
   for (heap::PageIndex b : keep) impl->pages->abandon(b);
-  // Roots left half made by a crash: their objects are lost, the names free.
-  for (uint32_t i = 0; i < h.max_roots; ++i) {
-    if (impl->region.roots[i].state.load() == heap::RootState::kConstructing) {
-      impl->region.roots[i].state.store(heap::RootState::kFree);
-    }
-  }
+  // Roots left half made by a crash: their objects are lost, the names free;
+  // but not one a client that outlived the previous owner is making now.
+  impl->settle_roots(std::find(live.begin(), live.end(), 1) != live.end());
   if (!clean) {
     h.recoveries += 1;
     h.leaked_objects += report.leaked_objects;

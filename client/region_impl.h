@@ -66,6 +66,12 @@ class RegionImpl {
     if (handler != nullptr) handler(handler_context, e, address, what);
   }
   void keep_header_copy();
+  // At an owner's open: roots a dead process left half constructed are
+  // dropped (their objects leak, their names are free again); a root a live
+  // client is constructing now is left for it to publish. `clients_alive`:
+  // a client of the previous owner still runs (only such a process can hold
+  // the roots lock: constructing needs a lease).
+  void settle_roots(bool clients_alive);
   // Gives back what this process holds: its thread heaps' blocks, its stash.
   void detach_all();
 };

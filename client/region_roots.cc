@@ -33,6 +33,17 @@ void lock_roots(const heap::Region& r) {
 
 void unlock_roots(const heap::Region& r) { pthread_mutex_unlock(&r.header->roots_lock); }
 
+bool reset_roots_lock(pthread_mutex_t* m) {
+  pthread_mutexattr_t attr;
+  if (pthread_mutexattr_init(&attr) != 0) return false;
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  int rc = pthread_mutex_init(m, &attr);
+  pthread_mutexattr_destroy(&attr);
+  return rc == 0;
+}
+
 RootEntry* find_entry(const heap::Region& r, std::string_view name) {
   for (uint32_t i = 0; i < r.header->max_roots; ++i) {
     RootEntry& e = r.roots[i];
@@ -169,6 +180,28 @@ std::vector<RootInfo> Region::list() const {
     out.push_back({std::string(e.name, e.name_len), e.offset, e.size, e.type});
   }
   return out;
+}
+
+void RegionImpl::settle_roots(bool clients_alive) {
+  pthread_mutex_t* m = &region.header->roots_lock;
+  int rc = pthread_mutex_trylock(m);
+  if (rc == 0 || rc == EOWNERDEAD) {
+    // Nobody constructs now: what is still marked constructing was left by
+    // a process that died (EOWNERDEAD says so).
+    repair_roots(region);
+    if (rc == EOWNERDEAD) pthread_mutex_consistent(m);
+    pthread_mutex_unlock(m);
+    return;
+  }
+  // Held: by a live client in the middle of a constructor, which publishes
+  // (or, dying, hands the next locker EOWNERDEAD). A restart of the daemon
+  // must not take the root from under it.
+  if (rc == EBUSY && clients_alive) return;
+  // Held by no process that runs (a holder that died with the machine: no
+  // robust-list cleanup ran), or unrecoverable: no one can be waiting on it,
+  // as only clients with a lease construct and none is left.
+  (void)reset_roots_lock(m);
+  repair_roots(region);
 }
 
 }  // namespace memd

@@ -187,6 +187,43 @@ TEST(DaemonFailure, RestartTorture) {
   })) << "blocks_leased " << info.blocks_leased() << " clients " << info.clients() << "\n" << d.log();
 }
 
+// Issue 15.3: the daemon dies (or stops cleanly) while a client is inside a
+// root's constructor. The new daemon must leave the half-made root to that
+// live client, which then publishes it: exactly one object under the name,
+// the one it constructed, found by the next process. (The old daemon freed
+// it at open, and the next caller constructed a second one.)
+class RootUnderConstruction : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RootUnderConstruction, SurvivesARestartForItsLiveConstructor) {
+  bool killed = GetParam();
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::string log = d.dir() + "/constructor.log";
+  pid_t maker = start_client(d, {"--file"}, {"roots", "construct-slow"}, log);
+  ASSERT_TRUE(eventually([&] { return read_file(log).find("constructing") != std::string::npos; })) << read_file(log);
+  if (killed) {
+    d.kill_hard();
+  } else {
+    EXPECT_EQ(d.stop(), 0) << d.log();
+  }
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  // Let the constructor finish, after the new daemon opened the region.
+  write_file(d.socket() + ".go", "go");
+  EXPECT_EQ(wait_exit(maker), 0) << read_file(log) << d.log();
+  EXPECT_NE(read_file(log).find("constructor " + std::to_string(maker)), std::string::npos) << read_file(log);
+  std::string finder_log = d.dir() + "/finder.log";
+  pid_t finder = start_client(d, {"--file"}, {"roots", "find-root"}, finder_log);
+  EXPECT_EQ(wait_exit(finder), 0) << read_file(finder_log) << d.log();
+  EXPECT_NE(read_file(finder_log).find("constructor " + std::to_string(maker)), std::string::npos)
+      << read_file(finder_log);
+  std::string why;
+  EXPECT_TRUE(check_all(d, &why)) << why;
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemon, RootUnderConstruction, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Killed" : "Stopped"; });
+
 // A client whose daemon restarts while it holds leases but makes no call
 // keeps its blocks; if it exits before coming back, the new daemon takes
 // its leases back.

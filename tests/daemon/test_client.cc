@@ -11,6 +11,10 @@
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop (small, large and huge objects);
 //                                                     prints allocations and lease calls
 //   test_client SOCKET REGION churn-huge ID SECONDS   the same with huge objects only (a lease call each)
+//   test_client SOCKET REGION construct-slow          find_or_construct root "stamped", whose constructor
+//                                                     prints "constructing" and waits for SOCKET.go to exist;
+//                                                     prints "constructor PID" (the pid that constructed it)
+//   test_client SOCKET REGION find-root               the same for an existing root, without constructing
 //                                                     (and a progress line every 65,536 allocations)
 //   test_client SOCKET REGION open                    open only (status in the exit code)
 //   test_client SOCKET REGION exec-hold ID COUNT SIZE  allocate, then exec itself as hold (same process)
@@ -117,6 +121,24 @@ int main(int argc, char** argv) {
     args.push_back(nullptr);
     execv("/proc/self/exe", args.data());
     return 3;
+  }
+
+  if (job == "construct-slow" || job == "find-root") {
+    // A root whose constructor waits for a file to appear (the test
+    // restarts the daemon meanwhile); find-root only looks it up.
+    struct Stamped {
+      explicit Stamped(const std::string& go) : constructor(getpid()) {
+        std::printf("constructing\n");
+        std::fflush(stdout);
+        while (access(go.c_str(), F_OK) != 0) usleep(10'000);
+      }
+      pid_t constructor;
+    };
+    std::string go = socket + ".go";
+    Stamped* root = job == "construct-slow" ? r.find_or_construct<Stamped>("stamped", go) : r.find<Stamped>("stamped");
+    if (root == nullptr) return fail(absl::NotFoundError("no root \"stamped\""), "root");
+    std::printf("constructor %d\n", root->constructor);
+    return 0;
   }
 
   if (job == "churn" || job == "churn-huge") {

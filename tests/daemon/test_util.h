@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,10 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
 }
 
 // The exit code test_client gives for a failed call with `code`.
