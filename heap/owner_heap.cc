@@ -24,8 +24,8 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
                      HeapCounters* counters) {
   region_ = r;
   counters_ = counters != nullptr ? counters : &own_counters_;
-  sample_rng_ = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
-  sample_countdown_ = next_sample_countdown(sampling_period(), &sample_rng_);
+  sample_draws_.rng = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
+  sample_countdown_ = start_sample_countdown(sampling_period(), &sample_draws_);
   data_ = r.data;
   page_descs_ = r.page_descs;
   blocks_ = r.blocks;
@@ -156,12 +156,17 @@ void* OwnerHeap::alloc_slow(uint32_t cls) {
 }
 
 void* OwnerHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
-  uint64_t period = sampling_period();
-  sample_countdown_ = next_sample_countdown(period, &sample_rng_);
+  CountdownEnd end = end_sample_countdown(sampling_period(), size, &sample_draws_);
+  sample_countdown_ = end.next;
+  if (!end.sample) return alloc_unsampled(size, align, zeroed);
+  return alloc_sample(size, align, zeroed);
+}
+
+void* OwnerHeap::alloc_sample(size_t size, size_t align, bool* zeroed) {
   const SamplingHooks* hooks = sampling_hooks();
   bool small = size <= medium_max_;
-  if (period == 0 || hooks == nullptr || size == 0 || size > kMaxHugeBytes || (small && align > kPageSize)) {
-    return alloc_unsampled(size, align, zeroed);  // not a sample: as it would have gone
+  if (hooks == nullptr || size == 0 || size > kMaxHugeBytes || (small && align > kPageSize)) {
+    return alloc_unsampled(size, align, zeroed);  // not a sample after all: as it would have gone
   }
   size_t counted_bytes;
   void* p;

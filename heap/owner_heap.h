@@ -199,9 +199,12 @@ class OwnerHeap {
   }
 
   void* alloc_slow(uint32_t cls);
-  // The countdown passed zero: a sampled allocation (or, with sampling off,
-  // a look at whether it was turned on).
+  // The countdown passed zero: a sampled allocation, or not (with sampling
+  // off, a look at whether it was turned on: see end_sample_countdown).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
+  // The sampled allocation itself, out of line: with sampling off,
+  // alloc_sampled runs every kSamplingProbeBytes, and stays short.
+  __attribute__((noinline)) void* alloc_sample(size_t size, size_t align, bool* zeroed);
   // Any size at any alignment (0: none) without a look at the countdown:
   // the allocation every path falls back to when it does not sample.
   void* alloc_unsampled(size_t size, size_t align, bool* zeroed);
@@ -234,7 +237,7 @@ class OwnerHeap {
   static constexpr uint32_t kHugeCachePages = 256;
 
   // Hot copies of region and class facts.
-  int64_t sample_countdown_ = kSamplingRecheckBytes;  // bytes to the next sample
+  int64_t sample_countdown_ = kSamplingProbeBytes;  // bytes to the end of the countdown
   char* data_ = nullptr;
   PackedPageDesc* page_descs_ = nullptr;
   BlockDesc* blocks_ = nullptr;
@@ -252,7 +255,7 @@ class OwnerHeap {
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
   PageIndex huge_cache_ = kNoPage;          // the huge run this thread freed last (owner word: ours)
   bool huge_cache_allowed_ = true;
-  uint64_t sample_rng_ = 0;
+  SampleDraws sample_draws_;
   HeapCounters* counters_ = &own_counters_;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;

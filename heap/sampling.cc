@@ -1,6 +1,7 @@
 #include "heap/sampling.h"
 
 #include <array>
+#include <cmath>
 
 namespace memd::heap {
 
@@ -30,9 +31,9 @@ constexpr auto kLog2Q32 = [] {
 }();
 constexpr uint64_t kLn2Q32 = static_cast<uint64_t>(kLn2 * 0x1.0p32 + 0.5);
 
-}  // namespace
-
-uint64_t internal::minus_ln_q32(uint64_t v) {
+// Inline in the draw below: the probe of a heap with sampling off draws
+// once per kSamplingProbeBytes, and every call counts there.
+inline uint64_t minus_ln_q32_inline(uint64_t v) {
   // v = 2^k * m with m in [1, 2); log2(m) from the table, interpolated
   // linearly (off by under 3e-6).
   int k = 63 - __builtin_clzll(v);
@@ -44,22 +45,79 @@ uint64_t internal::minus_ln_q32(uint64_t v) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(minus_log2_u) * kLn2Q32) >> 32);
 }
 
-int64_t next_sample_countdown(uint64_t period, uint64_t* rng) {
-  if (period == 0) return kSamplingRecheckBytes;
+uint64_t xorshift(uint64_t* rng) {
   // xorshift64*: cheap and good enough to place samples.
   uint64_t x = *rng != 0 ? *rng : 0x9e3779b97f4a7c15ull;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;
   *rng = x;
-  // -ln(u) * period for a uniform u in (0, 1] made of the top 53 bits, in
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+// Uniform in [0, 1).
+double uniform(uint64_t* rng) { return static_cast<double>(xorshift(rng) >> 11) * 0x1.0p-53; }
+
+// The chance that a countdown with this mean runs out within `size` bytes.
+double runs_out_within(uint64_t size, uint64_t mean) {
+  return -std::expm1(-static_cast<double>(size) / static_cast<double>(mean));
+}
+
+inline int64_t draw_countdown(uint64_t mean, uint64_t* rng) {
+  // -ln(u) * mean for a uniform u in (0, 1] made of the top 53 bits, in
   // integers: libm's log and the conversions around it took a third of a
   // sampled allocation's time.
-  uint64_t v = ((x * 0x2545f4914f6cdd1dull) >> 11) + 1;
-  auto next = (static_cast<unsigned __int128>(internal::minus_ln_q32(v)) * period) >> 32;
+  uint64_t v = (xorshift(rng) >> 11) + 1;
+  uint64_t minus_ln = minus_ln_q32_inline(v);  // below 37 (53 ln 2), so under 2^38 in Q32
+  if (mean < (uint64_t{1} << 25)) {
+    // The product fits 64 bits: the probe's mean, and periods up to 32 MiB.
+    uint64_t small = (minus_ln * mean) >> 32;
+    return small < 1 ? 1 : static_cast<int64_t>(small);
+  }
+  auto next = (static_cast<unsigned __int128>(minus_ln) * mean) >> 32;
   if (next < 1) return 1;
   if (next > (uint64_t{1} << 62)) return int64_t{1} << 62;
   return static_cast<int64_t>(next);
+}
+
+uint64_t countdown_mean(uint64_t period) { return period != 0 ? period : kSamplingProbeBytes; }
+
+// A shorter countdown ran out: the probe of a heap made while sampling was
+// off (or a countdown of a shorter period). Its ends are the points of a
+// Poisson process over the bytes with rate 1/ran, which from any byte on is
+// independent of what came before; keeping this allocation with
+// probability runs_out_within(size, period) / runs_out_within(size, ran)
+// samples it, and every allocation since sampling changed, with probability
+// runs_out_within(size, period), as a countdown of `period` would have
+// (about ran/period for objects much smaller than ran).
+__attribute__((noinline)) CountdownEnd end_of_shorter(uint64_t ran, uint64_t period, uint64_t size, SampleDraws* d,
+                                                     int64_t next) {
+  double keep = size == 0 ? static_cast<double>(ran) / static_cast<double>(period)
+                          : runs_out_within(size, period) / runs_out_within(size, ran);
+  return {uniform(&d->rng) < keep, next};
+}
+
+}  // namespace
+
+uint64_t internal::minus_ln_q32(uint64_t v) { return minus_ln_q32_inline(v); }
+
+int64_t next_sample_countdown(uint64_t mean, uint64_t* rng) { return draw_countdown(mean, rng); }
+
+int64_t start_sample_countdown(uint64_t period, SampleDraws* d) {
+  d->mean = countdown_mean(period);
+  return draw_countdown(d->mean, &d->rng);
+}
+
+CountdownEnd end_sample_countdown(uint64_t period, uint64_t size, SampleDraws* d) {
+  uint64_t ran = d->mean;
+  d->mean = countdown_mean(period);
+  int64_t next = draw_countdown(d->mean, &d->rng);
+  if (period == 0) return {false, next};
+  // The usual case (ran == period). With a longer countdown (a shorter
+  // period set since it was drawn), the bytes it ran over unsampled stay so:
+  // this allocation is a sample, and the rate is right from the next.
+  if (ran >= period) return {true, next};
+  return end_of_shorter(ran, period, size, d, next);
 }
 
 }  // namespace memd::heap

@@ -106,14 +106,15 @@ TEST_F(HeapTest, AlignedAllocationUpToAndBeyondAPage) {
 }
 
 // With sampling off the countdown still runs out, every
-// kSamplingRecheckBytes, to look whether sampling was turned on; the
+// kSamplingProbeBytes on average, to look whether sampling was turned on; the
 // allocation made then keeps its alignment like any other. One plain 24-byte
 // object first, so the next object of the 24-byte class is not 16-byte
 // aligned: a 16-byte request must not be served from that class.
 TEST_F(HeapTest, AlignmentHoldsWhenTheSamplingCountdownRunsOut) {
   void* plain = heap_->alloc(24);
   ASSERT_NE(plain, nullptr);
-  for (int64_t bytes = 0; bytes < 2 * heap::kSamplingRecheckBytes + 4096; bytes += 24) {
+  // Enough bytes that the countdown runs out about 16 times.
+  for (uint64_t bytes = 0; bytes < 16 * heap::kSamplingProbeBytes; bytes += 24) {
     void* p = heap_->alloc_aligned(24, 16);
     ASSERT_NE(p, nullptr);
     ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << "after " << bytes << " bytes";
