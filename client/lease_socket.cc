@@ -304,7 +304,8 @@ void SocketLeaseServer::run() {
     conns.erase(fd);
     close(fd);
     if (client != UINT32_MAX) {
-      service_->client_gone(client);
+      // A damaged region is not touched again, not even to take back.
+      if (!usable_ || usable_().ok()) service_->client_gone(client);
       clients_.fetch_sub(1, std::memory_order_relaxed);
     }
   };

@@ -23,7 +23,24 @@ void repair_roots(const heap::Region& r) {
   }
 }
 
+bool reset_roots_lock(pthread_mutex_t* m);
+
+// glibc asserts (aborts the process) on a mutex whose kind is not one it
+// made, and the roots lock lies in memory any client may write: before a
+// call into pthread, its kind must be the one format gave it.
+bool roots_lock_intact(pthread_mutex_t* m) {
+  pthread_mutex_t fresh;
+  if (!reset_roots_lock(&fresh)) return false;
+  bool same = fresh.__data.__kind == m->__data.__kind;
+  pthread_mutex_destroy(&fresh);
+  return same;
+}
+
 void lock_roots(const heap::Region& r) {
+  if (!roots_lock_intact(&r.header->roots_lock)) {
+    (void)reset_roots_lock(&r.header->roots_lock);
+    repair_roots(r);
+  }
   int rc = pthread_mutex_lock(&r.header->roots_lock);
   if (rc == EOWNERDEAD) {
     repair_roots(r);
@@ -184,7 +201,7 @@ std::vector<RootInfo> Region::list() const {
 
 void RegionImpl::settle_roots(bool clients_alive) {
   pthread_mutex_t* m = &region.header->roots_lock;
-  int rc = pthread_mutex_trylock(m);
+  int rc = roots_lock_intact(m) ? pthread_mutex_trylock(m) : ENOTRECOVERABLE;
   if (rc == 0 || rc == EOWNERDEAD) {
     // Nobody constructs now: what is still marked constructing was left by
     // a process that died (EOWNERDEAD says so).

@@ -200,6 +200,9 @@ absl::Status SessionTable::detach(Session& s, uint32_t handle) {
 void SessionTable::reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why) {
   std::lock_guard<std::mutex> rg(region->lock);
   if (region->region == nullptr) return;
+  // A damaged region is not touched again, not even to take back: its
+  // tables may send the walk anywhere.
+  if (absl::Status u = region->usable(); !u.ok()) return;
   uint64_t blocks = region->leases()->blocks_held(slot);
   region->leases()->client_gone(slot);
   log_info("pid ", pid, " ", why, ": lease ", slot, " in region \"", region->record.name, "\" taken back (", blocks,

@@ -1,5 +1,7 @@
 #include "heap/recovery.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "heap/block.h"
@@ -282,14 +284,17 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
   // Slots of the dead holder: close them first, so that no notification is
   // pushed to them any more.
   uint64_t dead[kMaxOwnerSlots / 64] = {};
+  // The header is in memory clients write: its count bounds nothing here
+  // beyond the table this array covers.
+  const uint32_t owners = std::min<uint32_t>(h.max_owners, kMaxOwnerSlots);
   bool any = false;
-  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+  for (uint32_t slot = 0; slot < owners; ++slot) {
     if (r.slots[slot].in_use.load(std::memory_order_acquire) != holder) continue;
     dead[slot / 64] |= uint64_t{1} << (slot % 64);
     any = true;
   }
   if (!any) return 0;
-  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+  for (uint32_t slot = 0; slot < owners; ++slot) {
     if (dead[slot / 64] >> (slot % 64) & 1) {
       OwnerSlot& s = r.slots[slot];
       uint64_t gen = s.pending.load(std::memory_order_relaxed) >> 32;
@@ -309,7 +314,7 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
     }
     uint32_t word = b.owner_word.load(std::memory_order_acquire);
     OwnerId owner = owner_of(word);
-    bool ours = owner != kNoOwner && slot_of(owner) < h.max_owners &&
+    bool ours = owner != kNoOwner && slot_of(owner) < owners &&
                 (dead[slot_of(owner) / 64] >> (slot_of(owner) % 64) & 1);
     if (ours && b.owner_word.compare_exchange_strong(word, 0, std::memory_order_acq_rel)) {
       ++taken;
@@ -319,7 +324,7 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
     }
     p += n;
   }
-  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+  for (uint32_t slot = 0; slot < owners; ++slot) {
     if (dead[slot / 64] >> (slot % 64) & 1) r.slots[slot].in_use.store(0, std::memory_order_release);
   }
   return taken;

@@ -17,10 +17,14 @@
 // named either by its place among the blocks responses handed out so far or
 // by a raw page index. Op bytes from 0xf0 send a raw request of the input's
 // bytes instead.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -145,14 +149,25 @@ Request next_request(FuzzInput& in, const std::vector<uint32_t>& seen, uint32_t 
 }
 
 // A client maps the whole region writable: it may write anything into the
-// header, the tables and the committed data pages.
+// header, the tables and the committed data pages. It writes through a
+// mapping of its own, as a client process does (the owner's mapping is the
+// owner's: in sanitizer builds its free pages are poisoned, and a write
+// there would be reported as the owner's bug).
 void scribble(FuzzInput& in) {
-  char* base = owner->region->base();
-  const auto* h = reinterpret_cast<const memd::heap::RegionHeader*>(base);
-  size_t span = h->data_offset + size_t{h->page_heap.committed_pages.load()} * h->page_size;
   uint32_t where = in.take<uint32_t>();
   uint32_t value = in.take<uint32_t>();
-  std::memcpy(base + where % (span - sizeof value), &value, sizeof value);
+  const auto* h = reinterpret_cast<const memd::heap::RegionHeader*>(owner->region->base());
+  size_t span = h->data_offset + size_t{h->page_heap.committed_pages.load()} * h->page_size;
+  std::string path = owner->dir + "/region";
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) fail("cannot open " + path);
+  span = std::min<size_t>(span, static_cast<size_t>(st.st_size));
+  void* m = span > sizeof value ? mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (m == MAP_FAILED) return;
+  std::memcpy(static_cast<char*>(m) + where % (span - sizeof value), &value, sizeof value);
+  munmap(m, span);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 # A target that finds a crash, a sanitizer report or a broken promise of its
 # own stops with the input saved under build/fuzz/artifacts/<target>/, and
 # this script fails. The corpus each run grows is kept in
-# build/fuzz/corpus/<target>/ and starts from the seeds make_seeds.py writes.
+# build/fuzz/corpus/<target>/ and starts from the seeds make_seeds.py writes
+# and the inputs that once failed (tests/fuzz/regressions/<target>/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
@@ -27,10 +28,13 @@ for t in "${targets[@]}"; do
   corpus=build/fuzz/corpus/$t
   artifacts=build/fuzz/artifacts/$t
   mkdir -p "$corpus" "$artifacts"
+  # Inputs that once failed (tests/fuzz/regressions/): run first, every time.
+  regressions=
+  [ -d "tests/fuzz/regressions/$t" ] && regressions="tests/fuzz/regressions/$t"
   echo "fuzz: $t for ${seconds}s"
   if ! "build/fuzz/tests/fuzz/$t" -max_total_time="$seconds" -len_control=0 -max_len="${max_len[$t]:-4096}" \
       -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" \
-      "$corpus" "build/fuzz/seeds/$t" >"build/fuzz/$t.log" 2>&1; then
+      "$corpus" "build/fuzz/seeds/$t" $regressions >"build/fuzz/$t.log" 2>&1; then
     echo "fuzz: $t FAILED; its report:"
     grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)|NEW_FUNC' "build/fuzz/$t.log" | tail -60
     ls "$artifacts"
