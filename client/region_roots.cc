@@ -10,6 +10,7 @@
 
 #include "client/region.h"
 #include "client/region_impl.h"
+#include "heap/region_format.h"
 
 namespace memd {
 namespace {
@@ -50,16 +51,7 @@ void lock_roots(const heap::Region& r) {
 
 void unlock_roots(const heap::Region& r) { pthread_mutex_unlock(&r.header->roots_lock); }
 
-bool reset_roots_lock(pthread_mutex_t* m) {
-  pthread_mutexattr_t attr;
-  if (pthread_mutexattr_init(&attr) != 0) return false;
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-  int rc = pthread_mutex_init(m, &attr);
-  pthread_mutexattr_destroy(&attr);
-  return rc == 0;
-}
+bool reset_roots_lock(pthread_mutex_t* m) { return heap::init_shared_mutex(m); }
 
 RootEntry* find_entry(const heap::Region& r, std::string_view name) {
   for (uint32_t i = 0; i < r.header->max_roots; ++i) {

@@ -8,7 +8,6 @@
 #include "heap/size_class.h"
 
 namespace memd::heap {
-namespace {
 
 // Robust, so that a process killed while holding it does not deadlock the
 // others (see roots in client/region.cc); process-shared, as it lives in
@@ -23,6 +22,8 @@ bool init_shared_mutex(pthread_mutex_t* m) {
   pthread_mutexattr_destroy(&attr);
   return rc == 0;
 }
+
+namespace {
 
 RegionGeometry geometry(uint32_t max_pages, const FormatSpec& spec) {
   return RegionGeometry::compute(max_pages, spec.max_owners, spec.max_clients, spec.max_roots);

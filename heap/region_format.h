@@ -2,6 +2,8 @@
 // memory object before trusting any of it. See docs/region-format.md.
 #pragma once
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +21,10 @@ struct FormatSpec {
   uint32_t discipline = 0;   // memd::Discipline (recorded)
   uint64_t secret = 1;       // random: tags freed objects
 };
+
+// Makes `m` the kind of mutex a region keeps (the roots lock): robust,
+// recursive, process-shared. False if pthread refuses.
+bool init_shared_mutex(pthread_mutex_t* m);
 
 // Data pages a reservation of `reserved_bytes` can hold with the tables `spec` asks for.
 uint32_t region_max_pages(size_t reserved_bytes, const FormatSpec& spec);
