@@ -26,7 +26,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -179,6 +181,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   owner->dir = tmpl;
   owner->socket = owner->dir + "/lease.sock";
   make_region();
+  std::atexit([] {
+    owner->server.reset();
+    owner->region.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(owner->dir, ec);
+  });
   return 0;
 }
 

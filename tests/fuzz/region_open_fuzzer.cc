@@ -101,6 +101,10 @@ void write_file(const std::string& path, const std::string& bytes, uint64_t leng
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   make_images();
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(images->dir, ec);
+  });
   return 0;
 }
 
