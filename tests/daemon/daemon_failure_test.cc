@@ -165,9 +165,8 @@ TEST(DaemonFailure, RestartTorture) {
     ASSERT_TRUE(d.running()) << "restart " << i << ": " << d.log();
   }
   for (size_t i = 0; i < kids.size(); ++i) {
-    std::string out = read_file(logs[i]);
     EXPECT_EQ(wait_exit(kids[i]), 0) << "seed " << seed << "\n" << read_file(logs[i]) << d.log();
-    out = read_file(logs[i]);
+    std::string out = read_file(logs[i]);  // complete once it has exited
     // It kept working through the restarts: a new session after most of
     // them (a client reconnects at its next call to the daemon).
     std::smatch m;
@@ -187,6 +186,17 @@ TEST(DaemonFailure, RestartTorture) {
   })) << "blocks_leased " << info.blocks_leased() << " clients " << info.clients() << "\n" << d.log();
 }
 
+// Restart tests run twice: the daemon killed with SIGKILL, and stopped
+// cleanly with SIGTERM (exit 0).
+void take_down(DaemonProcess& d, bool killed) {
+  if (killed) {
+    d.kill_hard();
+  } else {
+    EXPECT_EQ(d.stop(), 0) << d.log();
+  }
+}
+std::string killed_or_stopped(const ::testing::TestParamInfo<bool>& p) { return p.param ? "Killed" : "Stopped"; }
+
 // Issue 15.3: the daemon dies (or stops cleanly) while a client is inside a
 // root's constructor. The new daemon must leave the half-made root to that
 // live client, which then publishes it: exactly one object under the name,
@@ -201,11 +211,7 @@ TEST_P(RootUnderConstruction, SurvivesARestartForItsLiveConstructor) {
   std::string log = d.dir() + "/constructor.log";
   pid_t maker = start_client(d, {"--file"}, {"roots", "construct-slow"}, log);
   ASSERT_TRUE(eventually([&] { return read_file(log).find("constructing") != std::string::npos; })) << read_file(log);
-  if (killed) {
-    d.kill_hard();
-  } else {
-    EXPECT_EQ(d.stop(), 0) << d.log();
-  }
+  take_down(d, killed);
   d.start();
   ASSERT_TRUE(d.running()) << d.log();
   // Let the constructor finish, after the new daemon opened the region.
@@ -222,7 +228,7 @@ TEST_P(RootUnderConstruction, SurvivesARestartForItsLiveConstructor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Daemon, RootUnderConstruction, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Killed" : "Stopped"; });
+                         killed_or_stopped);
 
 // A client whose daemon restarts while it holds leases but makes no call
 // keeps its blocks; if it exits before coming back, the new daemon takes
@@ -275,11 +281,7 @@ TEST_P(ResumedLeases, CountAsAttachedAndKeepTheRegion) {
   ASSERT_TRUE(clients(&n));
   EXPECT_EQ(n, 1u);
 
-  if (killed) {
-    d.kill_hard();
-  } else {
-    EXPECT_EQ(d.stop(), 0) << d.log();
-  }
+  take_down(d, killed);
   kill(holder, SIGSTOP);  // held before it resumes: an orphan of the new daemon
   d.start();
   ASSERT_TRUE(d.running()) << d.log();
@@ -300,7 +302,7 @@ TEST_P(ResumedLeases, CountAsAttachedAndKeepTheRegion) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Daemon, ResumedLeases, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Killed" : "Stopped"; });
+                         killed_or_stopped);
 
 // exec replaces a client's program in the same process: the old image's
 // lease is taken back as soon as the new image says hello, not when the
