@@ -1,10 +1,18 @@
 // LeaseChannel over gRPC: a region's blocks leased from memd. Calls carry a
 // deadline; a call that finds the daemon gone waits for the connection to
 // come back (DaemonConnection reconnects and resumes the lease) and is
-// retried.
+// retried, as is one whose deadline passed. Every call that changes what
+// the client holds carries a request id, the same on each attempt, so the
+// daemon answers a retry with its first answer instead of applying it
+// twice; a grant whose answer never came is abandoned on the next call
+// (proto: "Retrying a lease call").
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "client/daemon_connection.h"
 #include "client/lease_channel.h"
@@ -28,11 +36,27 @@ class GrpcLeaseChannel final : public LeaseChannel {
   RegionLink* link() { return &link_; }
 
  private:
-  // Runs `call(context, current, handle)`, retrying across a reconnect.
+  // What a request says about retries: its id (0: not a change) and the
+  // earlier grants the client gave up on.
+  struct Retry {
+    uint64_t request = 0;
+    std::vector<uint64_t> abandon;
+    template <class Request>
+    void fill(Request* req) const {
+      req->set_request(request);
+      for (uint64_t id : abandon) req->add_abandon(id);
+    }
+  };
+  enum class Change { kNone, kRelease, kGrant };
+  // Runs `call(context, current, handle, retry)`, retrying across a
+  // reconnect or a passed deadline.
   template <class Call>
-  absl::Status invoke(Call call);
+  absl::Status invoke(Change change, Call call);
 
   std::shared_ptr<DaemonConnection> connection_;
+  std::atomic<uint64_t> next_request_{1};
+  std::mutex abandoned_mu_;
+  std::vector<uint64_t> abandoned_;  // grants whose answer never came, oldest first
   ClientLease lease_;
   RegionLink link_;
 };

@@ -218,9 +218,7 @@ bool LeaseService::starts_block(PageIndex p) const {
   return pages <= r.header->page_heap.committed_pages.load(std::memory_order_acquire) - p.value;
 }
 
-absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
-  std::lock_guard<std::mutex> g(mu_);
-  if (absl::Status s = check_client(client); !s.ok()) return s;
+absl::Status LeaseService::check_batch(uint32_t client, const PageIndex* blocks, uint32_t n, bool in_use_ok) const {
   const heap::Region& r = pages_->region();
   if (n > kMaxReleaseBatch) {
     return absl::InvalidArgumentError(absl::StrCat("release of ", n, " blocks (at most ", kMaxReleaseBatch, ")"));
@@ -246,10 +244,15 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     // The client disowns a block before giving it back, or gives it back
     // owned by its stash; owned by one of its thread heaps, it is in use.
     uint32_t word = r.block(p).owner_word.load(std::memory_order_acquire);
-    if (word != 0 && heap::owner_of(word) != stash) {
+    if (!in_use_ok && word != 0 && heap::owner_of(word) != stash) {
       return absl::FailedPreconditionError(absl::StrCat("block ", p.value, " is still owned by ", heap::owner_of(word)));
     }
   }
+  return absl::OkStatus();
+}
+
+void LeaseService::return_blocks(const PageIndex* blocks, uint32_t n) {
+  const heap::Region& r = pages_->region();
   for (uint32_t i = 0; i < n; ++i) {
     PageIndex p = blocks[i];
     heap::crash_point("lease.give_back");  // part of a batch applied
@@ -272,7 +275,36 @@ absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, u
     if (empty) pages_->release(p);
     else pages_->abandon(p);
   }
+}
+
+absl::Status LeaseService::give_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (absl::Status s = check_client(client); !s.ok()) return s;
+  if (absl::Status s = check_batch(client, blocks, n, false); !s.ok()) return s;
+  return_blocks(blocks, n);
   return absl::OkStatus();
+}
+
+absl::Status LeaseService::take_back(uint32_t client, const PageIndex* blocks, uint32_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (absl::Status s = check_client(client); !s.ok()) return s;
+  // The first block of a grant is owned by the asking thread heap: it never
+  // saw it, so it is taken back owned.
+  if (absl::Status s = check_batch(client, blocks, n, true); !s.ok()) return s;
+  return_blocks(blocks, n);
+  return absl::OkStatus();
+}
+
+uint32_t LeaseService::give_back_held(uint32_t client, const PageIndex* blocks, uint32_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!check_client(client).ok()) return 0;
+  std::vector<PageIndex> still;
+  for (uint32_t i = 0; i < n && i < kMaxReleaseBatch; ++i) {
+    if (std::find(still.begin(), still.end(), blocks[i]) != still.end()) continue;
+    if (check_batch(client, &blocks[i], 1, false).ok()) still.push_back(blocks[i]);
+  }
+  return_blocks(still.data(), static_cast<uint32_t>(still.size()));
+  return static_cast<uint32_t>(still.size());
 }
 
 absl::StatusOr<AcquiredBlock> LeaseService::acquire_huge(uint32_t client, heap::PageCount pages,
@@ -333,6 +365,21 @@ absl::Status LeaseService::release_huge(uint32_t client, PageIndex first) {
   if (absl::Status s = check_claimed(client, first); !s.ok()) return s;
   if (absl::Status s = restore_run(first); !s.ok()) return s;
   heap::crash_point("lease.release_run");
+  runs_.erase(first.value);
+  pages_->release_huge(first);
+  return absl::OkStatus();
+}
+
+absl::Status LeaseService::take_back_run(uint32_t client, PageIndex first) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (absl::Status s = check_client(client); !s.ok()) return s;
+  if (absl::Status s = check_huge(pages_->region(), first); !s.ok()) return s;
+  // Never delivered, so never claimed; claimed means someone has it (a
+  // client that got the answer after all and frees it) and it stays.
+  if (pages_->region().block(first).owner_word.load(std::memory_order_acquire) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("huge object at page ", first.value, " is claimed: in use"));
+  }
+  if (absl::Status s = restore_run(first); !s.ok()) return s;
   runs_.erase(first.value);
   pages_->release_huge(first);
   return absl::OkStatus();
@@ -403,6 +450,16 @@ void LeaseService::rebuild_ledger() {
     }
     return true;
   });
+}
+
+bool LeaseService::holds(uint32_t client, const PageIndex* blocks, uint32_t n) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return check_client(client).ok() && check_batch(client, blocks, n, true).ok();
+}
+
+bool LeaseService::has_run(PageIndex first) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return runs_.contains(first.value) && check_huge(pages_->region(), first).ok();
 }
 
 uint64_t LeaseService::blocks_held(uint32_t client) const {

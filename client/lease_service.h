@@ -62,8 +62,20 @@ class LeaseService {
   // each holds: empty ones go back to the page heap, the others are listed
   // for adoption.
   absl::Status give_back(uint32_t client, const heap::PageIndex* blocks, uint32_t n);
+  // Blocks granted to `client` whose answer it never received (its call
+  // was cancelled, or it gave the call up): checked as give_back checks,
+  // except that the first block of a grant may still be owned by the thread
+  // heap that asked.
+  absl::Status take_back(uint32_t client, const heap::PageIndex* blocks, uint32_t n);
+  // Finishing a release the owner died in the middle of: of the blocks
+  // named, those still leased to `client` and disowned go back; the others
+  // (given back already) are skipped. Returns how many went back.
+  uint32_t give_back_held(uint32_t client, const heap::PageIndex* blocks, uint32_t n);
   absl::StatusOr<heap::AcquiredBlock> acquire_huge(uint32_t client, heap::PageCount pages,
                                                    heap::PageCount align);
+  // A huge run granted to `client` that it never received: freed, if
+  // nobody has claimed it since.
+  absl::Status take_back_run(uint32_t client, heap::PageIndex first);
   absl::Status release_huge(uint32_t client, heap::PageIndex first);
   absl::StatusOr<bool> resize_huge(uint32_t client, heap::PageIndex first, heap::PageCount want,
                                    bool* zeroed);
@@ -74,6 +86,11 @@ class LeaseService {
   // the previous owner: the ledger is rebuilt from the blocks those clients'
   // owner slots own, and each lease slot's block count is recounted.
   void rebuild_ledger();
+  // Whether every block named is leased to `client` now (a grant repeated
+  // from the journal must still be the client's), and whether a huge run
+  // starts at `first`.
+  bool holds(uint32_t client, const heap::PageIndex* blocks, uint32_t n) const;
+  bool has_run(heap::PageIndex first) const;
   // Blocks the ledger gives to `client` now.
   uint64_t blocks_held(uint32_t client) const;
   // Verifies what the owner keeps outside the page heap: the abandoned lists
@@ -85,6 +102,13 @@ class LeaseService {
  private:
   absl::Status check_client(uint32_t client) const;
   bool holds_slot(uint32_t client, heap::OwnerId owner) const;
+  // REQUIRES: mu_. Whether the batch may go back: each block leased to
+  // `client`, named once, and disowned (or owned by its stash), unless
+  // `in_use_ok`.
+  absl::Status check_batch(uint32_t client, const heap::PageIndex* blocks, uint32_t n, bool in_use_ok) const;
+  // REQUIRES: mu_, a checked batch. Out of the ledger, repaired, and freed
+  // (empty) or listed for adoption.
+  void return_blocks(const heap::PageIndex* blocks, uint32_t n);
   // Whether `p` starts a segregated or large block.
   bool starts_block(heap::PageIndex p) const;
   // REQUIRES: the huge run at `first` exists. OK if its owner word names an

@@ -22,7 +22,7 @@ constexpr char kSuffix[] = ".region.conf";
 Catalog::Catalog(std::string data_dir) : data_dir_(std::move(data_dir)) {}
 
 absl::Status Catalog::init() {
-  for (const std::string& d : {data_dir_, data_dir_ + "/catalog", data_dir_ + "/regions"}) {
+  for (const std::string& d : {data_dir_, data_dir_ + "/catalog", data_dir_ + "/regions", data_dir_ + "/journal"}) {
     std::error_code ec;
     std::filesystem::create_directories(d, ec);
     if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", d, ": ", ec.message()));
@@ -31,11 +31,16 @@ absl::Status Catalog::init() {
   // file's own mode then decides); nobody else needs the catalog.
   chmod((data_dir_ + "/regions").c_str(), 0755);
   chmod((data_dir_ + "/catalog").c_str(), 0700);
+  chmod((data_dir_ + "/journal").c_str(), 0700);
   return absl::OkStatus();
 }
 
 std::string Catalog::record_path(const std::string& name) const {
   return absl::StrCat(data_dir_, "/catalog/", name, kSuffix);
+}
+
+std::string Catalog::journal_path(const std::string& name) const {
+  return absl::StrCat(data_dir_, "/journal/", name, ".journal");
 }
 
 std::string Catalog::region_path(const std::string& name, Discipline d) const {
@@ -65,6 +70,8 @@ absl::Status Catalog::erase(const std::string& name) const {
   if (unlink(record_path(name).c_str()) != 0 && errno != ENOENT) {
     return absl::UnavailableError(absl::StrCat("cannot remove ", record_path(name), ": ", std::strerror(errno)));
   }
+  // The answers kept for the region's clients go with it.
+  (void)unlink(journal_path(name).c_str());
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // The daemon's record of the regions it serves, kept in the data directory
-// (one small text file per region under catalog/), so that a restarted
+// (one small text file per region under catalog/, and the lease journal of
+// each under journal/), so that a restarted
 // daemon knows every region, who owns it and who may open it. The region's
 // own header stays the authority on its format; the catalog adds what the
 // header does not say: its name for clients, its owner and its mode.
@@ -43,6 +44,9 @@ class Catalog {
   // or the new one, never half of one.
   absl::Status save(const CatalogRecord& r) const;
   absl::Status erase(const std::string& name) const;
+  // Where the daemon keeps the answers to the lease calls of the region
+  // named `name` (lease_journal.h).
+  std::string journal_path(const std::string& name) const;
   // Where a file or pmem region named `name` keeps its data.
   std::string region_path(const std::string& name, Discipline d) const;
 

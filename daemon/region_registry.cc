@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "daemon/retryable_call.h"
 #include "heap/crash_point.h"
 #include "disciplines/shared_source.h"
 
@@ -76,11 +77,22 @@ void ServedRegion::mark_damaged(absl::string_view why) {
   }
 }
 
-std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, std::unique_ptr<Region> region) {
+std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, std::unique_ptr<Region> region,
+                                                         bool fresh) {
   auto s = std::make_shared<ServedRegion>();
   s->handle = static_cast<uint32_t>(regions_.size() + 1);
   s->record = std::move(record);
   s->region = std::move(region);
+  if (s->region != nullptr) {
+    absl::StatusOr<std::unique_ptr<LeaseJournal>> j = LeaseJournal::open(
+        catalog_->journal_path(s->record.name), s->region->impl()->region.header->max_clients, fresh);
+    if (j.ok()) {
+      s->journal = std::move(*j);
+    } else {
+      log_warning("region \"", s->record.name, "\": ", j.status().message(),
+                  "; its lease calls are applied each time they arrive, retries too");
+    }
+  }
   regions_.push_back(s);
   return s;
 }
@@ -107,13 +119,13 @@ void RegionRegistry::load_all(std::vector<KeptLease>* kept) {
     if (!region.ok()) {
       // Listed, removable and counted, but not served: a region refused at
       // start must not exist only in the log.
-      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), nullptr);
+      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), nullptr, false);
       std::lock_guard<std::mutex> rg(s->lock);
       s->mark_damaged(absl::StrCat("cannot be opened: ", region.status().message()));
       continue;
     }
     if (absl::Status backing = (*region)->backing_status(); !backing.ok()) {
-      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region));
+      std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region), false);
       std::lock_guard<std::mutex> rg(s->lock);
       s->mark_damaged(absl::StrCat("recovery at start: ", backing.message()));
       continue;
@@ -122,7 +134,11 @@ void RegionRegistry::load_all(std::vector<KeptLease>* kept) {
     log_info("region \"", r.name, "\" (", discipline_name(r.discipline), ", ", r.object, ") opened: generation ",
              h.generation.load(), ", recoveries ", h.recoveries, ", leaked objects ", h.leaked_objects, ", ",
              live.size(), " client(s) of the previous daemon still running");
-    std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region));
+    std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region), false);
+    {
+      std::lock_guard<std::mutex> rg(s->lock);
+      finish_interrupted_call(*s);
+    }
     for (const Region::KeptLease& l : live) kept->push_back(KeptLease{s, l});
   }
 }
@@ -230,7 +246,7 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(cons
   }
   log_info("region \"", rec.name, "\" created: ", discipline_name(rec.discipline), " ", rec.object, ", ",
            rec.max_bytes, " bytes reserved, owner uid ", rec.owner_uid, ", mode ", octal(rec.mode));
-  return add_locked(std::move(rec), std::move(*region));
+  return add_locked(std::move(rec), std::move(*region), true);
 }
 
 std::shared_ptr<ServedRegion> RegionRegistry::find(uint32_t handle) const {

@@ -20,6 +20,7 @@
 #include "client/region.h"
 #include "daemon/catalog.h"
 #include "daemon/config.h"
+#include "daemon/lease_journal.h"
 #include "daemon/peer.h"
 
 namespace memd::daemon {
@@ -30,6 +31,11 @@ struct ServedRegion {
   std::unique_ptr<Region> region;  // null once removed, or damaged
   std::mutex lock;  // serializes calls into the LeaseService
   std::atomic<uint64_t> lease_rpcs{0};
+  // Answers to the clients' recent lease requests (retryable_call.h); null
+  // if its file could not be made (calls are then applied every time).
+  std::unique_ptr<LeaseJournal> journal;
+  std::atomic<uint64_t> replayed_requests{0};   // repeated requests answered from the journal
+  std::atomic<uint64_t> grants_taken_back{0};   // grants to callers that had gone
   // Who holds the region now: attachments of sessions, and leases of
   // processes whose session ended (or whose daemon restarted) that wait to
   // be resumed or reclaimed. A region is removed only at zero.
@@ -95,7 +101,8 @@ class RegionRegistry {
 
  private:
   absl::StatusOr<std::shared_ptr<ServedRegion>> create_locked(const OpenArgs& args, const Peer& who);
-  std::shared_ptr<ServedRegion> add_locked(CatalogRecord record, std::unique_ptr<Region> region);
+  // `fresh`: the region was just made, and its lease journal starts empty.
+  std::shared_ptr<ServedRegion> add_locked(CatalogRecord record, std::unique_ptr<Region> region, bool fresh);
 
   const DaemonConfig& config_;
   Catalog* catalog_;

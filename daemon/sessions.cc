@@ -151,6 +151,9 @@ absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_pt
       absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
       if (!lease.ok()) return lease.status();
       a.slot = lease->slot;
+      // Request ids start again with the new lease: no answer of the
+      // slot's last holder may be given to this one.
+      if (region->journal) region->journal->clear_slot(a.slot);
     }
     region->attached.fetch_add(1);
   }

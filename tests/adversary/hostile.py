@@ -117,14 +117,21 @@ class Session(Connection):
     """A session (Sessions.Open, its stream kept open by a thread) on a
     connection of its own: identity is per connection."""
 
-    def __init__(self, socket_path, program="hostile", pid=None, start_time=None):
-        """`pid` and `start_time` default to this process's; an attack may lie."""
+    # Fixed for this program image, as libmemd's is: a session that resumes
+    # leases after a daemon restart comes from the same image.
+    IMAGE_ID = random.getrandbits(64)
+
+    def __init__(self, socket_path, program="hostile", pid=None, start_time=None, resume=()):
+        """`pid` and `start_time` default to this process's; an attack may lie.
+        `resume`: (region name, lease slot) pairs held under a previous daemon."""
         super().__init__(socket_path)
         self.refused = None  # Outcome of a refused hello
+        self.welcome = None
         self._requests = queue.Queue()
         hello = pb.Hello(pid=os.getpid() if pid is None else pid,
                          start_time=process_start_time() if start_time is None else start_time,
-                         program=program, client_version=1, image_id=random.getrandbits(64))
+                         program=program, client_version=1, image_id=Session.IMAGE_ID,
+                         resume=[pb.ResumeLease(region=r, lease_slot=s) for r, s in resume])
         self._requests.put(pb.SessionRequest(hello=hello))
         self._stream = self.sessions.Open(iter(self._requests.get, None))
         try:
@@ -136,6 +143,7 @@ class Session(Connection):
             self.refused = Outcome("CANCELLED", "the stream ended before a welcome")
             return
         self.id = event.welcome.session
+        self.welcome = event.welcome
         # The stream stays open for the session's life (its end tells the
         # daemon this process is gone); commands on it are read and ignored.
         self._reader = threading.Thread(target=self._drain_events, daemon=True)
@@ -170,24 +178,37 @@ class Session(Connection):
 
     # ---------------------------------------------------------------- leases
 
-    def lease(self, handle, owner, count=1, size_class=2, kind=pb.BLOCK_SEGREGATED):
+    # `more`: the retry fields of every lease call (request=, abandon=) and a
+    # deadline= for the call.
+
+    def lease(self, handle, owner, count=1, size_class=2, kind=pb.BLOCK_SEGREGATED, deadline=DEFAULT_DEADLINE,
+              **more):
         req = pb.LeaseRequest(session=self.id, region=handle, kind=kind, size_class=size_class,
-                              owner=owner, count=count)
-        return call(self.leases.Lease, req)
+                              owner=owner, count=count, **more)
+        return call(self.leases.Lease, req, deadline)
 
-    def release(self, handle, pages):
-        return call(self.leases.Release, pb.ReleaseRequest(session=self.id, region=handle, pages=list(pages)))
+    def release(self, handle, pages, deadline=DEFAULT_DEADLINE, **more):
+        req = pb.ReleaseRequest(session=self.id, region=handle, pages=list(pages), **more)
+        return call(self.leases.Release, req, deadline)
 
-    def lease_run(self, handle, pages, align_pages=0):
-        req = pb.LeaseRunRequest(session=self.id, region=handle, pages=pages, align_pages=align_pages)
-        return call(self.leases.LeaseRun, req)
+    def lease_run(self, handle, pages, align_pages=0, deadline=DEFAULT_DEADLINE, **more):
+        req = pb.LeaseRunRequest(session=self.id, region=handle, pages=pages, align_pages=align_pages, **more)
+        return call(self.leases.LeaseRun, req, deadline)
 
-    def release_run(self, handle, page):
-        return call(self.leases.ReleaseRun, pb.ReleaseRunRequest(session=self.id, region=handle, page=page))
+    def release_run(self, handle, page, deadline=DEFAULT_DEADLINE, **more):
+        req = pb.ReleaseRunRequest(session=self.id, region=handle, page=page, **more)
+        return call(self.leases.ReleaseRun, req, deadline)
 
-    def resize_run(self, handle, page, pages):
-        req = pb.ResizeRunRequest(session=self.id, region=handle, page=page, pages=pages)
-        return call(self.leases.ResizeRun, req)
+    def resize_run(self, handle, page, pages, deadline=DEFAULT_DEADLINE, **more):
+        req = pb.ResizeRunRequest(session=self.id, region=handle, page=page, pages=pages, **more)
+        return call(self.leases.ResizeRun, req, deadline)
+
+    def blocks_charged(self, region):
+        """What the daemon says this session's process holds in `region`."""
+        clients = self.list_clients()
+        assert clients.ok, clients
+        return sum(lease.blocks for c in clients.response.clients if c.session == self.id
+                   for lease in c.leases if lease.region == region)
 
 
 # docs/region-format.md: the header's table offsets, and where a block
