@@ -84,6 +84,12 @@ void collect_regions(DaemonState* state, Families* f) {
     f->gauge("memd_region_clients", "Clients attached to the region.", l, r->attached.load());
     f->counter("memd_region_lease_rpcs_total", "Lease RPCs for the region since the daemon started.", l,
                static_cast<double>(r->lease_rpcs.load()));
+    f->counter("memd_region_lease_replays_total",
+               "Repeated lease requests (a client retrying after a lost answer) answered from the journal.", l,
+               static_cast<double>(r->replayed_requests.load()));
+    f->counter("memd_region_grants_taken_back_total",
+               "Lease grants taken back because their caller had gone (cancelled, or past its deadline).", l,
+               static_cast<double>(r->grants_taken_back.load()));
     struct stat sb {};
     if (stat(object_os_path(r->record).c_str(), &sb) == 0) {
       f->gauge("memd_region_backing_bytes", "Bytes allocated in the region's backing file or shm object.", l,

@@ -135,6 +135,12 @@ TEST_P(DaemonCrashPoint, ClientsCarryOnAndPublishedObjectsSurvive) {
   if (pass == 1 && point != "recovery.repair") {
     EXPECT_EQ(crashes, 1) << "the point was never reached";
   }
+  // Killed between applying a lease call and keeping its answer: the next
+  // daemon finished or undid that call before it served anyone (the client's
+  // retry then got the right answer: the workload above verified its data).
+  if (point == "lease.answer" && crashes == 1) {
+    EXPECT_NE(d.log().find("was under way when the previous daemon stopped"), std::string::npos) << d.log();
+  }
   // A clean restart too: what the crash left is what the next daemon serves.
   d.set_env({});
   ASSERT_EQ(d.stop(), 0) << d.log();
@@ -192,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(EveryRecoveryPoint, RecoveryCrashPoint,
 INSTANTIATE_TEST_SUITE_P(
     EveryPoint, DaemonCrashPoint,
     ::testing::Combine(::testing::Values("page_heap.mark_in_use", "page_heap.free", "lease.grant", "lease.give_back",
-                                         "lease.reclaim", "lease.release_run", "daemon.create_intent",
+                                         "lease.answer", "lease.reclaim", "lease.release_run", "daemon.create_intent",
                                          "daemon.create", "recovery.slots", "recovery.repair"),
                        ::testing::Values(1, 3, 9)),
     point_and_pass_name);
