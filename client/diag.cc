@@ -87,6 +87,17 @@ void report_bad_setting(const char* name, const char* value, const char* takes) 
   line.write_out();
 }
 
+void report_roots_lock_timeout(const char* region, uint64_t ms) {
+  if (quiet()) return;
+  Line line;
+  line.add("memd: region ");
+  line.add(region);
+  line.add(": the roots lock has been held longer than ");
+  line.add_decimal(ms);
+  line.add(" ms (a process holding it may be stopped); the call fails with ETIMEDOUT\n");
+  line.write_out();
+}
+
 void report_reserve_reduced(size_t bytes) {
   if (quiet()) return;
   Line line;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace memd::client {
 
@@ -18,6 +19,11 @@ unsigned long error_count();
 // Writes "memd: <name>=<value>: not <takes>; ignored" (the caller checks
 // MEMD_QUIET): a setting that does not parse, whose default stands.
 void report_bad_setting(const char* name, const char* value, const char* takes);
+
+// Writes "memd: region <name>: the roots lock has been held longer than <ms>
+// ms (a process holding it may be stopped); the call fails with ETIMEDOUT"
+// (unless MEMD_QUIET=1).
+void report_roots_lock_timeout(const char* region, uint64_t ms);
 
 // Writes "memd: address space limited; the process heap reserves <N> MiB"
 // (unless MEMD_QUIET=1): the process heap got less than it asked for.

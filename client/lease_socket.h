@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,22 +56,41 @@ class SocketLeaseChannel final : public LeaseChannel {
 // says no (the region's backing shrank, its header was overwritten), every
 // request is refused with FAILED_PRECONDITION and its message, as the
 // daemon refuses calls on a damaged region.
+//
+// One thread serves every connection, none of them blocking it: sockets are
+// non-blocking and each connection is a small state machine (the bytes of
+// the request so far, the bytes of the answer not yet sent) on one poll
+// loop. A peer that sends half a request, or stops reading its answers,
+// delays no one else; it is dropped once it has made no progress for
+// `Limits::stalled_peer`.
 class SocketLeaseServer {
  public:
   using UsableCheck = std::function<absl::Status()>;
+  struct Limits {
+    // How long a connection may sit in the middle of a request, or with an
+    // answer it does not read, before it is dropped (and what its process
+    // held taken back). A libmemd client sends a request in one write and
+    // reads the whole answer, so only a peer that is not one (or a process
+    // stopped mid-call) gets here; waiting costs the others nothing. A
+    // connection between requests may stay idle as long as it likes.
+    std::chrono::milliseconds stalled_peer{10'000};
+  };
   static absl::StatusOr<std::unique_ptr<SocketLeaseServer>> start(std::string_view path, LeaseService* service,
                                                                   UsableCheck usable = nullptr);
+  static absl::StatusOr<std::unique_ptr<SocketLeaseServer>> start(std::string_view path, LeaseService* service,
+                                                                  UsableCheck usable, Limits limits);
   ~SocketLeaseServer();  // stops the thread, closes every connection, removes the socket file
 
   // Clients registered and not yet gone.
   uint32_t clients() const { return clients_.load(std::memory_order_relaxed); }
 
  private:
+  class Loop;
   SocketLeaseServer() = default;
-  void run();
 
   LeaseService* service_ = nullptr;
   UsableCheck usable_;
+  Limits limits_;
   std::string path_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // an eventfd: tells the thread to stop

@@ -5,8 +5,12 @@
 // tests/fuzz/lease_socket_fuzzer.cc sends them.
 #pragma once
 
-#include <cstdint>
+#include <sys/un.h>
 
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
 #include "client/lease_service.h"
 
 namespace memd::client::lease_wire {
@@ -35,5 +39,11 @@ struct Response {
 };
 
 static_assert(sizeof(Request) <= kMaxMessage && sizeof(Response) <= kMaxMessage);
+
+// The socket address of `path`; INVALID_ARGUMENT if it does not fit.
+absl::Status make_address(std::string_view path, sockaddr_un* addr);
+// A status into a response (its message cut to fit), and back.
+void set_status(Response* r, const absl::Status& s);
+absl::Status status_of(const Response& r);
 
 }  // namespace memd::client::lease_wire

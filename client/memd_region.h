@@ -4,7 +4,11 @@
  *   EACCES no permission               EINVAL bad name, size or argument
  *   EBUSY  it has an owner already     EPROTO another version, method or page size
  *   EBADMSG truncated or damaged       ECONNREFUSED no owner answers on the socket
- *   ENOMEM out of memory               EROFS  attached read-only */
+ *   ENOMEM out of memory               EROFS  attached read-only
+ *   ENOSPC every root slot is taken
+ *   ETIMEDOUT (roots) the region's roots lock was held by another process
+ *          longer than MEMD_ROOTS_LOCK_TIMEOUT_MS (default 10 s): a process
+ *          stopped while it makes a root keeps it; reported on stderr */
 #ifndef MEMD_MEMD_REGION_H_
 #define MEMD_MEMD_REGION_H_
 
@@ -39,9 +43,10 @@ uint64_t memd_region_offset(memd_region* region, const void* p);
 void* memd_region_at(memd_region* region, uint64_t offset);
 
 /* The named root `name`: found, or made as `size` zeroed bytes (then
- * *created = 1). Atomic across processes. */
+ * *created = 1). Atomic across processes; waits for another process making
+ * a root at most MEMD_ROOTS_LOCK_TIMEOUT_MS (then NULL, ETIMEDOUT). */
 void* memd_region_root(memd_region* region, const char* name, size_t size, int* created);
-/* The named root, or NULL (ENOENT). */
+/* The named root, or NULL (ENOENT). Takes no lock. */
 void* memd_region_find(memd_region* region, const char* name);
 
 int memd_region_persist(memd_region* region, const void* p, size_t n);

@@ -36,16 +36,19 @@ constexpr Option kOptions[] = {
     {"MEMD_TELEMETRY", "", "1: report to memd (default: on for its clients, off for the process heap)"},
     {"MEMD_SAMPLE_BYTES", "524288", "sample one allocation per this many bytes on average; 0: none"},
     {"MEMD_TELEMETRY_INTERVAL_MS", "1000", "how often a client reports"},
+    {"MEMD_ROOTS_LOCK_TIMEOUT_MS", "10000", "longest wait for a region's roots lock before a root call fails (ETIMEDOUT)"},
 };
 
-const char* env_or_default(const char* name) {
+const char* default_of(const char* name) {
   for (const Option& o : kOptions) {
-    if (std::strcmp(o.name, name) == 0) {
-      const char* v = std::getenv(name);
-      return v && *v ? v : o.default_text;
-    }
+    if (std::strcmp(o.name, name) == 0) return o.default_text;
   }
   return "";
+}
+
+const char* env_or_default(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : default_of(name);
 }
 
 unsigned long number(const char* name) { return std::strtoul(env_or_default(name), nullptr, 10); }
@@ -108,6 +111,11 @@ TelemetrySettings telemetry_settings() {
   t.sample_bytes = setting("MEMD_SAMPLE_BYTES", parse_bytes, "a number of bytes, like 524288 or 512K");
   t.interval_ms = setting("MEMD_TELEMETRY_INTERVAL_MS", parse_positive, "milliseconds, at least 1");
   return t;
+}
+
+uint64_t roots_lock_timeout_ms() {
+  int64_t ms = setting("MEMD_ROOTS_LOCK_TIMEOUT_MS", parse_positive, "milliseconds, at least 1");
+  return ms > 0 ? static_cast<uint64_t>(ms) : std::strtoull(default_of("MEMD_ROOTS_LOCK_TIMEOUT_MS"), nullptr, 10);
 }
 
 ArenaOptions process_arena_options() {

@@ -30,6 +30,13 @@ struct TelemetrySettings {
 };
 TelemetrySettings telemetry_settings();
 
+// How long a named-root call of a region waits for the region's roots lock
+// before it fails with ETIMEDOUT (MEMD_ROOTS_LOCK_TIMEOUT_MS, default 10 s).
+// A process stopped (SIGSTOP, a debugger) while it holds the lock keeps it:
+// the lock is robust against its holder's death, not against its sleep. A
+// bad value is reported, and the default stands.
+uint64_t roots_lock_timeout_ms();
+
 // Where memd listens unless told otherwise, decided here once for the
 // daemon and libmemd alike, and never relative to the working directory (a
 // program started anywhere finds the daemon): $MEMD_SOCKET, else the user's

@@ -169,17 +169,26 @@ class Region {
   bool at_preferred_address() const;
 
   // Named roots. find_or_construct is atomic across processes: exactly one
-  // caller constructs, every caller gets the same object.
+  // caller constructs, every caller gets the same object. It returns
+  // nullptr and errno on failure: EINVAL (a bad name, or a root of another
+  // type), EROFS (attached read-only), ENOSPC (every root slot taken),
+  // ENOMEM, and ETIMEDOUT: the roots lock, which it holds while the
+  // constructor runs and which every process's root calls share, has been
+  // held by another process for longer than MEMD_ROOTS_LOCK_TIMEOUT_MS
+  // (default 10 s; a process stopped inside a constructor keeps it), which
+  // is also reported on stderr naming the region.
   template <class T, class... Args>
   T* find_or_construct(std::string_view name, Args&&... args);
   template <class T>
-  T* find(std::string_view name) const;
-  // Destroys the object and frees it; false if there is no such root.
+  T* find(std::string_view name) const;  // takes no lock
+  // Destroys the object and frees it; false if there is no such root
+  // (errno ENOENT) or it cannot be had (errno as for find_or_construct).
   template <class T>
   bool destroy(std::string_view name);
   std::vector<RootInfo> list() const;
   // Roots of plain bytes (the C API's): found, or made as `size` zeroed
-  // bytes (*created tells). Another type under the name: nullptr, EINVAL.
+  // bytes (*created tells). Another type under the name: nullptr, EINVAL;
+  // other failures as for find_or_construct (ETIMEDOUT included).
   void* root_bytes(std::string_view name, size_t size, bool* created);
   void* find_bytes(std::string_view name) const;
 

@@ -3,11 +3,16 @@
 // Robust: a process killed while holding it hands the next locker
 // EOWNERDEAD, and the table is repaired (a root left half constructed is
 // dropped; its object leaks). Recursive: a constructor may make roots too.
+// Waited for at most MEMD_ROOTS_LOCK_TIMEOUT_MS: robustness covers a holder
+// that dies, not one that is stopped (SIGSTOP, a debugger) and keeps it.
 #include <pthread.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "client/diag.h"
+#include "client/options.h"
 #include "client/region.h"
 #include "client/region_impl.h"
 #include "heap/region_format.h"
@@ -37,16 +42,50 @@ bool roots_lock_intact(pthread_mutex_t* m) {
   return same;
 }
 
-void lock_roots(const heap::Region& r) {
+// pthread_mutex_timedlock takes a CLOCK_REALTIME deadline (a step of the
+// wall clock stretches or shortens the wait); pthread_mutex_clocklock would
+// take a monotonic one, but the thread sanitizer does not know that call.
+timespec deadline_after(uint64_t ms) {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += static_cast<time_t>(ms / 1000);
+  t.tv_nsec += static_cast<long>(ms % 1000) * 1000000;
+  if (t.tv_nsec >= 1000000000) {
+    t.tv_sec += 1;
+    t.tv_nsec -= 1000000000;
+  }
+  return t;
+}
+
+// False, with errno set and the roots untouched, if the lock cannot be had:
+// ETIMEDOUT when another process has held it past the bound (reported,
+// naming the region: a holder may be stopped, and every root call of the
+// region waits for it).
+bool lock_roots(const RegionImpl& impl) {
+  const heap::Region& r = impl.region;
   if (!roots_lock_intact(&r.header->roots_lock)) {
     (void)reset_roots_lock(&r.header->roots_lock);
     repair_roots(r);
   }
-  int rc = pthread_mutex_lock(&r.header->roots_lock);
+  uint64_t bound_ms = client::roots_lock_timeout_ms();
+  timespec deadline = deadline_after(bound_ms);
+  int rc = pthread_mutex_timedlock(&r.header->roots_lock, &deadline);
+  if (rc == ENOTRECOVERABLE) {
+    // Written so by a client (ours always make it consistent): nobody can
+    // hold it in that state, so it is made anew, as a broken kind is.
+    (void)reset_roots_lock(&r.header->roots_lock);
+    repair_roots(r);
+    rc = pthread_mutex_timedlock(&r.header->roots_lock, &deadline);
+  }
   if (rc == EOWNERDEAD) {
     repair_roots(r);
     pthread_mutex_consistent(&r.header->roots_lock);
+    return true;
   }
+  if (rc == 0) return true;
+  if (rc == ETIMEDOUT) client::report_roots_lock_timeout(impl.name.c_str(), bound_ms);
+  errno = rc;
+  return false;
 }
 
 void unlock_roots(const heap::Region& r) { pthread_mutex_unlock(&r.header->roots_lock); }
@@ -100,7 +139,7 @@ std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, 
     errno = impl_->read_only ? EROFS : EINVAL;
     return {nullptr, false};
   }
-  lock_roots(r);
+  if (!lock_roots(*impl_)) return {nullptr, false};
   if (RootEntry* e = find_entry(r, name)) {
     void* p = nullptr;
     if (e->state.load() == RootState::kReady && e->type == type) p = r.data + e->offset;
@@ -149,7 +188,7 @@ void* Region::take_root(std::string_view name, uint64_t type) {
     errno = impl_->read_only ? EROFS : EINVAL;
     return nullptr;
   }
-  lock_roots(r);
+  if (!lock_roots(*impl_)) return nullptr;
   RootEntry* e = find_entry(r, name);
   void* p = nullptr;
   if (e == nullptr || e->state.load() != RootState::kReady) {

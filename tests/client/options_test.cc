@@ -13,7 +13,8 @@ class TelemetrySettingsTest : public ::testing::Test {
  protected:
   void SetUp() override { setenv("MEMD_QUIET", "1", 1); }
   void TearDown() override {
-    for (const char* v : {"MEMD_QUIET", "MEMD_TELEMETRY", "MEMD_SAMPLE_BYTES", "MEMD_TELEMETRY_INTERVAL_MS"}) {
+    for (const char* v : {"MEMD_QUIET", "MEMD_TELEMETRY", "MEMD_SAMPLE_BYTES", "MEMD_TELEMETRY_INTERVAL_MS",
+                          "MEMD_ROOTS_LOCK_TIMEOUT_MS"}) {
       unsetenv(v);
     }
   }
@@ -61,6 +62,20 @@ TEST_F(TelemetrySettingsTest, TelemetryIsANumber) {
   EXPECT_EQ(telemetry_settings().enabled, 1);
   setenv("MEMD_TELEMETRY", "yes", 1);
   EXPECT_EQ(telemetry_settings().enabled, -1);
+}
+
+// The roots lock's bound: milliseconds, at least 1; anything else leaves
+// the default (10 s).
+class RootsLockTimeoutTest : public TelemetrySettingsTest {};
+
+TEST_F(RootsLockTimeoutTest, IsPositiveMilliseconds) {
+  EXPECT_EQ(roots_lock_timeout_ms(), 10000u);
+  setenv("MEMD_ROOTS_LOCK_TIMEOUT_MS", "250", 1);
+  EXPECT_EQ(roots_lock_timeout_ms(), 250u);
+  for (const char* text : {"0", "-1", "1s", "forever", ""}) {
+    setenv("MEMD_ROOTS_LOCK_TIMEOUT_MS", text, 1);
+    EXPECT_EQ(roots_lock_timeout_ms(), 10000u) << text;
+  }
 }
 
 }  // namespace

@@ -1,22 +1,102 @@
-// The owner's lease socket against a client that writes into the region it
-// maps: once the region's header is overwritten, the owner refuses every
-// request (FAILED_PRECONDITION) instead of reading tables whose sizes it
-// can no longer trust. Found by tests/fuzz/lease_socket_fuzzer.cc: an
-// overwritten lease count sent the owner's check past the lease table.
+// The owner's lease socket against peers that are not well-behaved
+// clients: one that writes into the region it maps (once the region's
+// header is overwritten, the owner refuses every request with
+// FAILED_PRECONDITION instead of reading tables whose sizes it can no
+// longer trust; found by tests/fuzz/lease_socket_fuzzer.cc: an overwritten
+// lease count sent the owner's check past the lease table), and ones that
+// send half a request, or never read their answers, which must delay no
+// other client.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "client/lease_service.h"
 #include "client/lease_socket.h"
+#include "client/lease_wire.h"
 #include "client/region.h"
+#include "client/region_impl.h"
 #include "heap/layout.h"
 
 namespace memd {
 namespace {
+
+using client::lease_wire::Op;
+using client::lease_wire::Request;
+using client::lease_wire::Response;
+
+// A peer that speaks the wire format by hand. Its reads give up after 30 s,
+// so that a test that goes wrong fails instead of hanging.
+int connect_raw(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+Request hello_request() {
+  Request req;
+  req.op = Op::kHello;
+  req.pid = getpid();
+  req.start_time = client::process_start_time(getpid());
+  return req;
+}
+
+bool send_bytes(int fd, const void* p, size_t n) {
+  return send(fd, p, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+}
+
+// A whole answer; false on EOF, an error or the 30 s limit.
+bool read_response(int fd, Response* resp) {
+  char* p = reinterpret_cast<char*>(resp);
+  for (size_t got = 0; got < sizeof *resp;) {
+    ssize_t r = recv(fd, p + got, sizeof *resp - got, 0);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Bytes this end has sent that the other end has not read yet.
+int unread_by_peer(int fd) {
+  int n = -1;
+  return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : -1;
+}
+
+bool eventually(const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Leases a block and gives it back, `calls` times each.
+void lease_and_give_back(client::LeaseChannel& channel, const client::ClientLease& lease, int calls) {
+  for (int i = 0; i < calls; ++i) {
+    heap::AcquiredBlock block;
+    auto n = channel.lease(heap::PageKind::kLarge, 0, lease.stash, 1, &block);
+    ASSERT_TRUE(n.ok()) << "call " << i << ": " << n.status();
+    ASSERT_EQ(*n, 1u);
+    absl::Status back = channel.give_back(&block.first, 1);
+    ASSERT_TRUE(back.ok()) << "call " << i << ": " << back;
+  }
+}
 
 class LeaseSocketTest : public ::testing::Test {
  protected:
@@ -39,6 +119,9 @@ class LeaseSocketTest : public ::testing::Test {
     std::string rm = "rm -rf " + dir_;
     (void)system(rm.c_str());
   }
+
+  uint32_t clients() const { return region_->impl()->server->clients(); }
+  std::string socket() const { return dir_ + "/lease.sock"; }
 
   std::string dir_;
   std::unique_ptr<Region> region_;
@@ -66,6 +149,149 @@ TEST_F(LeaseSocketTest, AnOverwrittenHeaderIsRefusedFromThenOn) {
   EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition) << back;
   EXPECT_FALSE(region_->backing_status().ok());
   header->max_clients = 4;  // the owner's close reads it again
+}
+
+// One thread serves every connection, so a connection that stops in the
+// middle of a request must not hold that thread. The half-sent request
+// stays where it is, the other client's calls are answered meanwhile, and
+// the half-sent request, finished later, is answered too: its connection
+// was neither waited on nor given up.
+TEST_F(LeaseSocketTest, AHalfSentRequestDelaysNoOtherClient) {
+  int silent = connect_raw(socket());  // connects and says nothing
+  int half = connect_raw(socket());
+  ASSERT_GE(silent, 0);
+  ASSERT_GE(half, 0);
+  Request hello = hello_request();
+  const size_t first = sizeof hello / 2;
+  ASSERT_TRUE(send_bytes(half, &hello, first));
+  // The owner has read the half request: it is in its hands now.
+  ASSERT_TRUE(eventually([&] { return unread_by_peer(half) == 0; }));
+
+  auto channel = client::SocketLeaseChannel::connect(socket());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto lease = (*channel)->hello(getpid(), client::process_start_time(getpid()));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  lease_and_give_back(**channel, *lease, 200);
+  EXPECT_EQ(clients(), 1u);
+
+  // Both slow peers are still connected and still served.
+  ASSERT_TRUE(send_bytes(half, reinterpret_cast<const char*>(&hello) + first, sizeof hello - first));
+  Response resp;
+  ASSERT_TRUE(read_response(half, &resp)) << "the owner gave up the connection with half a request";
+  EXPECT_EQ(resp.code, 0) << resp.message;
+  ASSERT_TRUE(send_bytes(silent, &hello, sizeof hello));
+  ASSERT_TRUE(read_response(silent, &resp));
+  EXPECT_EQ(resp.code, 0) << resp.message;
+  EXPECT_EQ(clients(), 3u);
+
+  // Their ends take their leases back; the honest client's stays.
+  close(half);
+  close(silent);
+  EXPECT_TRUE(eventually([&] { return clients() == 1; })) << clients();
+  lease_and_give_back(**channel, *lease, 1);
+  channel->reset();
+  EXPECT_TRUE(eventually([&] { return clients() == 0; })) << clients();
+  EXPECT_TRUE(region_->check().ok()) << region_->check();
+}
+
+// A second server on the same region, with a short stall limit.
+class StalledPeerTest : public LeaseSocketTest {
+ protected:
+  void SetUp() override {
+    LeaseSocketTest::SetUp();
+    if (HasFatalFailure()) return;
+    client::SocketLeaseServer::Limits limits;
+    limits.stalled_peer = std::chrono::milliseconds(200);
+    auto s = client::SocketLeaseServer::start(dir_ + "/short.sock", region_->lease_service(), nullptr, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+  void TearDown() override {
+    server_.reset();
+    LeaseSocketTest::TearDown();
+  }
+
+  std::unique_ptr<client::SocketLeaseServer> server_;
+};
+
+// A registered peer that stops in the middle of a request is dropped once
+// it has made no progress for the limit, and what it held is taken back;
+// one that is merely idle between requests is not.
+TEST_F(StalledPeerTest, APeerStalledMidRequestIsDroppedAfterTheLimit) {
+  int idle = connect_raw(dir_ + "/short.sock");
+  int stalled = connect_raw(dir_ + "/short.sock");
+  ASSERT_GE(idle, 0);
+  ASSERT_GE(stalled, 0);
+  Request hello = hello_request();
+  Response resp;
+  for (int fd : {idle, stalled}) {
+    ASSERT_TRUE(send_bytes(fd, &hello, sizeof hello));
+    ASSERT_TRUE(read_response(fd, &resp));
+    ASSERT_EQ(resp.code, 0) << resp.message;
+  }
+  EXPECT_EQ(server_->clients(), 2u);
+  uint32_t stalled_slot = resp.a;
+  Request lease;
+  lease.op = Op::kLease;
+  lease.kind = static_cast<uint32_t>(heap::PageKind::kLarge);
+  lease.owner = resp.c;
+  lease.count = 2;
+  ASSERT_TRUE(send_bytes(stalled, &lease, sizeof lease));
+  ASSERT_TRUE(read_response(stalled, &resp));
+  ASSERT_EQ(resp.code, 0) << resp.message;
+  EXPECT_EQ(region_->lease_service()->blocks_held(stalled_slot), 2u);
+
+  ASSERT_TRUE(send_bytes(stalled, &lease, sizeof lease / 3));
+  // The owner closes its end: EOF, well before the 30 s read limit.
+  EXPECT_EQ(recv(stalled, &resp, sizeof resp, 0), 0) << std::strerror(errno);
+  EXPECT_TRUE(eventually([&] { return server_->clients() == 1; })) << server_->clients();
+  EXPECT_EQ(region_->lease_service()->blocks_held(stalled_slot), 0u);
+
+  // The idle one was left alone: a second hello is refused, and answered.
+  ASSERT_TRUE(send_bytes(idle, &hello, sizeof hello));
+  ASSERT_TRUE(read_response(idle, &resp)) << "an idle connection was dropped";
+  EXPECT_EQ(resp.code, static_cast<int32_t>(absl::StatusCode::kFailedPrecondition)) << resp.message;
+  close(stalled);
+  close(idle);
+  EXPECT_TRUE(eventually([&] { return server_->clients() == 0; }));
+  EXPECT_TRUE(region_->check().ok()) << region_->check();
+}
+
+// A peer that sends requests and never reads the answers: once its socket
+// is full the owner holds one answer for it and reads nothing more from it,
+// serves the others, and drops it after the limit.
+TEST_F(StalledPeerTest, APeerThatReadsNoAnswersDelaysNoOneAndIsDropped) {
+  int greedy = connect_raw(dir_ + "/short.sock");
+  ASSERT_GE(greedy, 0);
+  Request hello = hello_request();
+  Response resp;
+  ASSERT_TRUE(send_bytes(greedy, &hello, sizeof hello));
+  ASSERT_TRUE(read_response(greedy, &resp));
+  ASSERT_EQ(resp.code, 0) << resp.message;
+  // Releasing a run it does not hold: refused, answered, harmless.
+  Request req;
+  req.op = Op::kReleaseHuge;
+  int sent = 0;
+  while (send(greedy, &req, sizeof req, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof req)) ++sent;
+  ASSERT_GT(sent, 0);
+
+  auto channel = client::SocketLeaseChannel::connect(dir_ + "/short.sock");
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto lease = (*channel)->hello(getpid(), client::process_start_time(getpid()));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  lease_and_give_back(**channel, *lease, 50);
+
+  // Dropped (reading now would let it make progress again): what it can
+  // read then is answers, then the end (a reset: the owner closed with its
+  // requests unread), not the 30 s read limit.
+  EXPECT_TRUE(eventually([&] { return server_->clients() == 1; })) << server_->clients();
+  ssize_t r = 0;
+  while ((r = recv(greedy, &resp, sizeof resp, 0)) > 0) {
+  }
+  EXPECT_TRUE(r == 0 || errno == ECONNRESET) << std::strerror(errno);
+  close(greedy);
+  channel->reset();
+  EXPECT_TRUE(eventually([&] { return server_->clients() == 0; }));
 }
 
 }  // namespace

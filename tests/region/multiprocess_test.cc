@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/memd_region.h"
 #include "client/region.h"
 #include "client/region_impl.h"
 #include "region_test_util.h"
@@ -344,6 +345,87 @@ TEST_P(MultiProcessTest, AProcessKilledWhileMakingARootReleasesTheRootsLock) {
   EXPECT_EQ(*v, 5);
   EXPECT_EQ(owner_->find<Hangs>("hangs"), nullptr);
   EXPECT_NE(owner_->find_or_construct<int>("hangs", 1), nullptr);  // the name is free again
+}
+
+int stop_signal_fd = -1;
+struct StopsItself {
+  StopsItself() {
+    char c = 1;
+    if (write(stop_signal_fd, &c, 1) != 1) _exit(30);
+    raise(SIGSTOP);  // stopped here, holding the roots lock
+  }
+};
+
+// A stopped process is not a dead one: the robust lock stays its own. Root
+// calls of every other process give up after the bound (ETIMEDOUT, and a
+// report naming the region) instead of waiting for it without end, and
+// work again once it runs and lets go.
+TEST_P(MultiProcessTest, AProcessStoppedWhileMakingARootMakesRootCallsTimeOut) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto r = Region::attach(name_, GetParam(), sock_);
+    if (!r.ok()) _exit(10);
+    stop_signal_fd = fds[1];
+    _exit((*r)->find_or_construct<StopsItself>("stopped") != nullptr ? 0 : 11);
+  }
+  char c;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(status)) << status;
+
+  // Should a call wait without bound, the child is let go after 30 s: the
+  // call then returns, and the test fails instead of hanging.
+  std::atomic<bool> returned{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 3000 && !returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!returned.load()) kill(pid, SIGCONT);
+  });
+  setenv("MEMD_ROOTS_LOCK_TIMEOUT_MS", "300", 1);
+  ::testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  errno = 0;
+  int* v = owner_->find_or_construct<int>("while-stopped", 1);
+  int v_errno = errno;
+  auto waited = std::chrono::steady_clock::now() - start;
+  errno = 0;
+  bool destroyed = owner_->destroy<int>("while-stopped");
+  int destroy_errno = errno;
+  // The C API on the same region (a memd_region* is a memd::Region*).
+  int created = -1;
+  errno = 0;
+  void* bytes = memd_region_root(reinterpret_cast<memd_region*>(owner_.get()), "bytes", 16, &created);
+  int bytes_errno = errno;
+  std::string report = ::testing::internal::GetCapturedStderr();
+  returned.store(true);
+  watchdog.join();
+  unsetenv("MEMD_ROOTS_LOCK_TIMEOUT_MS");
+
+  EXPECT_EQ(v, nullptr);
+  EXPECT_EQ(v_errno, ETIMEDOUT) << std::strerror(v_errno);
+  EXPECT_GE(waited, std::chrono::milliseconds(300));  // it did wait for the holder, up to the bound
+  EXPECT_LT(waited, std::chrono::seconds(20));
+  EXPECT_FALSE(destroyed);
+  EXPECT_EQ(destroy_errno, ETIMEDOUT) << std::strerror(destroy_errno);
+  EXPECT_EQ(bytes, nullptr);
+  EXPECT_EQ(bytes_errno, ETIMEDOUT) << std::strerror(bytes_errno);
+  EXPECT_EQ(created, 0);
+  EXPECT_NE(report.find("region " + owner_->impl()->name + ": the roots lock has been held longer than 300 ms"),
+            std::string::npos)
+      << report;
+
+  // Let go, the holder finishes its root, and roots work for everyone.
+  kill(pid, SIGCONT);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(owner_->find<StopsItself>("stopped"), nullptr);
+  int* after = owner_->find_or_construct<int>("after", 7);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(*after, 7);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 TEST_P(MultiProcessTest, ANewOwnerWaitsForTheClientsOfACrashedOne) {
