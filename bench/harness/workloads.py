@@ -69,7 +69,7 @@ WORKLOADS = [
     Workload("wl_random_sizes_mt", True, "wl_random_sizes on --threads threads, a pool each", "wl_random_sizes"),
     Workload("wl_zeroed_buffers", False, "20 live 5-25 MiB buffers replaced at random, malloc + memset"),
     Workload("wl_calloc_buffers", False, "20 live 5-25 MiB buffers replaced at random, calloc"),
-    Workload("wl_small_program", False, "40 runs of a short-lived process building ~3 MiB of hash maps"),
+    Workload("wl_small_program", False, "40 runs of a short-lived process with ~2.4 MiB of hash maps and strings"),
     Workload("wl_cache_thrash", True, "active false sharing: threads' concurrent 8 B objects written hard"),
     Workload("wl_cache_scratch", True, "passive false sharing: 8 B objects freed by another thread, reused"),
     RedisServer(),

@@ -3,7 +3,7 @@
 // on another.
 //
 // T threads stand in a ring; thread i allocates 10–100 B objects and passes
-// each, one at a time, to thread i+1, which checks and frees it. With two
+// them, 32 at a time, to thread i+1, which checks and frees each. With two
 // threads, each frees every object the other allocates. Every free is a
 // remote free of a small object, the path a thread cache makes slow if it has
 // to lock or send the object back to its owner one by one.
@@ -12,6 +12,7 @@
 // new set starts; the rings keep a backlog of objects in flight, so each new
 // thread first frees objects allocated by threads that have exited (main
 // allocates the first backlog).
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <thread>
@@ -23,8 +24,9 @@
 namespace {
 
 constexpr size_t kRingSlots = 4096;
+constexpr size_t kBatch = 32;                     // objects handed over at once
 constexpr size_t kBacklog = 1024;                  // objects in flight per ring between generations
-constexpr uint64_t kObjectsPerGeneration = 500'000;  // each thread allocates (and frees) this many
+constexpr uint64_t kObjectsPerGeneration = 300'000;  // each thread allocates (and frees) this many
 constexpr uint64_t kGenerations = 10;              // at scale 1
 constexpr size_t kMinSize = 10;
 constexpr size_t kMaxSize = 100;
@@ -58,29 +60,33 @@ struct Totals {
   std::atomic<uint64_t> freed{0};
 };
 
-// Allocates `count` objects into `out` and frees `count` from `in`, whichever
-// can progress; neither side can block the other for good, because each ring
-// holds fewer objects than its capacity.
+// Allocates `count` objects into `out` and frees `count` from `in`, a batch
+// at a time, whichever can progress; neither side can block the other for
+// good, because each ring holds fewer objects than its capacity.
 void run(SpscRing& in, SpscRing& out, uint64_t seed, uint64_t count, Totals& totals) {
   wl::Rng rng(seed);
   uint64_t made = 0, freed = 0, made_sum = 0, freed_sum = 0;
-  void* pending = nullptr;
+  void* batch[kBatch];
+  size_t batched = 0;
+  void* got[kBatch];
   while (made < count || freed < count) {
     bool progressed = false;
     if (made < count) {
-      if (pending == nullptr) pending = make(rng, made_sum);
-      if (out.push(pending)) {
-        pending = nullptr;
-        ++made;
+      if (batched == 0) {
+        batched = static_cast<size_t>(std::min<uint64_t>(kBatch, count - made));
+        for (size_t i = 0; i < batched; ++i) batch[i] = make(rng, made_sum);
+      }
+      if (out.push_all(batch, batched)) {
+        made += batched;
+        batched = 0;
         progressed = true;
       }
     }
     if (freed < count) {
-      if (void* obj = in.pop()) {
-        check_and_free(obj, freed_sum);
-        ++freed;
-        progressed = true;
-      }
+      size_t n = in.pop_some(got, static_cast<size_t>(std::min<uint64_t>(kBatch, count - freed)));
+      for (size_t i = 0; i < n; ++i) check_and_free(got[i], freed_sum);
+      freed += n;
+      progressed |= n > 0;
     }
     if (!progressed) std::this_thread::yield();
   }
@@ -103,8 +109,12 @@ int main(int argc, char** argv) {
   Totals totals;
   uint64_t main_sum = 0;
   wl::Rng rng(0xC805);
-  for (SpscRing& r : rings)
-    for (size_t k = 0; k < kBacklog; ++k) r.push(make(rng, main_sum));
+  for (SpscRing& r : rings) {
+    for (size_t k = 0; k < kBacklog; ++k) {
+      void* obj = make(rng, main_sum);
+      r.push_all(&obj, 1);
+    }
+  }
   totals.made += main_sum;
 
   for (uint64_t g = 0; g < generations; ++g) {
@@ -118,8 +128,10 @@ int main(int argc, char** argv) {
   }
 
   uint64_t leftover_sum = 0;
-  for (SpscRing& r : rings)
-    while (void* obj = r.pop()) check_and_free(obj, leftover_sum);
+  for (SpscRing& r : rings) {
+    void* obj;
+    while (r.pop_some(&obj, 1) == 1) check_and_free(obj, leftover_sum);
+  }
   totals.freed += leftover_sum;
   if (totals.made.load() != totals.freed.load()) wl::die("threads freed different objects than were allocated");
 

@@ -37,16 +37,19 @@ struct Slot {
 };
 
 // A chain's state passes from each thread to its successor; thread creation
-// orders the accesses, so it needs no lock.
+// and join order the accesses, so it needs no lock.
 struct Chain {
   std::vector<Slot> slots = std::vector<Slot>(kSlots);
+  std::vector<std::thread> threads;  // one per generation, each joined by the next
   uint64_t hash = 0;
   wl::LiveBytes live;
   int index = 0;
 };
 
-// Counts finished chains; main waits for all of them.
-struct Finish {
+// Starts the first generation of every chain at once, and tells main when
+// every chain's last generation is done.
+struct Control {
+  std::atomic<bool> go{false};
   std::mutex mu;
   std::condition_variable cv;
   int done = 0;
@@ -60,7 +63,16 @@ void put(Slot& s, wl::Rng& rng, wl::LiveBytes& live) {
   live.add(s.size);
 }
 
-void generation(Chain& c, uint64_t gen, uint64_t generations, Finish& finish) {
+void generation(Chain& c, uint64_t gen, Control& control) {
+  // Every thread is joined, so none is still tearing down its allocator
+  // state when the process exits. Thread gen-1's handle was stored before
+  // this thread was started (by main, after which it set `go`, or by thread
+  // gen-2, which thread gen-1 joined first).
+  if (gen == 0) {
+    while (!control.go.load(std::memory_order_acquire)) std::this_thread::yield();
+  } else {
+    c.threads[gen - 1].join();
+  }
   wl::Rng rng(0x1A5505ull * (gen + 1) + static_cast<uint64_t>(c.index));
   for (uint64_t i = 0; i < kOpsPerGeneration; ++i) {
     Slot& s = c.slots[rng.below(kSlots)];
@@ -70,15 +82,13 @@ void generation(Chain& c, uint64_t gen, uint64_t generations, Finish& finish) {
     c.live.sub(s.size);
     put(s, rng, c.live);
   }
-  if (gen + 1 < generations) {
-    // Detached: the successor runs while this thread tears down, as in
-    // larson, where a thread's exit overlaps its successor's start.
-    std::thread(generation, std::ref(c), gen + 1, generations, std::ref(finish)).detach();
+  if (gen + 1 < c.threads.size()) {
+    c.threads[gen + 1] = std::thread(generation, std::ref(c), gen + 1, std::ref(control));
     return;
   }
-  std::lock_guard lock(finish.mu);
-  ++finish.done;
-  finish.cv.notify_one();
+  std::lock_guard lock(control.mu);
+  ++control.done;
+  control.cv.notify_one();
 }
 
 }  // namespace
@@ -91,17 +101,20 @@ int main(int argc, char** argv) {
   for (int t = 0; t < args.threads; ++t) {
     Chain& c = chains[t];
     c.index = t;
+    c.threads.resize(generations);
     c.live.add(kSlots * sizeof(Slot));  // the slot array is live data too
     wl::Rng rng(0xF111ull + static_cast<uint64_t>(t));
     for (Slot& s : c.slots) put(s, rng, c.live);
   }
 
-  Finish finish;
-  for (Chain& c : chains) std::thread(generation, std::ref(c), 0, generations, std::ref(finish)).detach();
+  Control control;
+  for (Chain& c : chains) c.threads[0] = std::thread(generation, std::ref(c), 0, std::ref(control));
+  control.go.store(true, std::memory_order_release);
   {
-    std::unique_lock lock(finish.mu);
-    finish.cv.wait(lock, [&] { return finish.done == args.threads; });
+    std::unique_lock lock(control.mu);
+    control.cv.wait(lock, [&] { return control.done == args.threads; });
   }
+  for (Chain& c : chains) c.threads.back().join();
 
   uint64_t checksum = 0;
   size_t peak = 0;
