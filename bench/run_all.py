@@ -18,12 +18,13 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import allocators as alloc_mod  # noqa: E402
 from harness import launch, machine, micro, report, summary  # noqa: E402
-from harness.workloads import MICRO, select  # noqa: E402
+from harness.workloads import MICRO, RunContext, select  # noqa: E402
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -58,19 +59,20 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def run_workloads(args, workloads, allocators, bin_dir, launcher):
+def run_workloads(args, workloads, allocators, ctx):
     """Returns the list of raw run records (dicts, JSON-ready)."""
     runs = []
     for wi, w in enumerate(workloads, 1):
+        w.prepare(ctx)  # inputs, made once and shared by every allocator and round
         for rnd in range(args.rounds):
             shift = rnd % len(allocators)
             for a in allocators[shift:] + allocators[:shift]:
-                r = launch.run(launcher, w.argv(bin_dir, args.threads, args.scale), a.preload, args.timeout, a.env)
+                r = w.measure(ctx, a)
                 rec = summary.validate({
                     "workload": w.name, "allocator": a.name, "round": rnd + 1, "ok": r.ok, "error": r.error,
                     "wall_s": r.wall_s, "maxrss_kib": r.maxrss_kib, "minflt": r.minflt, "majflt": r.majflt,
                     "utime_s": r.utime_s, "stime_s": r.stime_s, "values": r.values, "stderr_tail": r.stderr_tail,
-                })
+                }, w.required)
                 runs.append(rec)
                 status = (f"{rec['wall_s']:.2f} s, {rec['maxrss_kib'] / 1024:.0f} MiB" if rec["ok"]
                           else f"FAILED: {rec['error']}")
@@ -96,11 +98,12 @@ def run_micro(args, allocators, bin_dir, launcher):
 
 def build_document(args, workloads, allocators, skipped, runs, micro_doc):
     names = [a.name for a in allocators]
+    real_packages = [p for w in workloads for p in w.packages]
     doc = {
         "command": "python3 " + " ".join(shlex.quote(a) for a in sys.argv),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine.describe(),
-        "packages": machine.package_versions(alloc_mod.PEER_PACKAGES),
+        "packages": machine.package_versions(alloc_mod.PEER_PACKAGES + real_packages),
         "memd_revision": machine.git_revision(REPO_DIR),
         "settings": {"rounds": args.rounds, "threads": args.threads, "scale": args.scale, "build": args.build,
                      "allocators": names, "skipped": skipped,
@@ -161,13 +164,23 @@ def main():
 
     workloads = select(args.only)
     want_micro = not args.only or "micro" in args.only or MICRO in args.only
-    missing = [w.name for w in workloads if not os.path.isfile(os.path.join(bin_dir, w.name))]
-    if missing:
-        sys.exit(f"run_all: {', '.join(missing)} not built in {bin_dir}")
     if not workloads and not want_micro:
         sys.exit(f"run_all: --only matched nothing: {args.only}")
+    missing = {w.name: w.unavailable(bin_dir) for w in workloads}
+    missing = {name: why for name, why in missing.items() if why}
+    built_missing = [why for name, why in missing.items() if name.startswith("wl_")]
+    if built_missing:
+        sys.exit(f"run_all: {'; '.join(built_missing)}")
+    # Real programs are optional: one that is not installed is skipped and
+    # listed in the report.
+    for name, why in missing.items():
+        log(f"run_all: skipping {name}: {why}")
+        skipped[name] = why
+    workloads = [w for w in workloads if w.name not in missing]
 
-    runs = run_workloads(args, workloads, allocators, bin_dir, launcher)
+    with tempfile.TemporaryDirectory(prefix="memd-bench-inputs-") as workdir:
+        ctx = RunContext(launcher, bin_dir, args.threads, args.scale, args.timeout, workdir)
+        runs = run_workloads(args, workloads, allocators, ctx)
     micro_doc = run_micro(args, allocators, bin_dir, launcher) if want_micro else None
     doc = build_document(args, workloads, allocators, skipped, runs, micro_doc)
     markdown = report.render(doc)

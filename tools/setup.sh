@@ -23,6 +23,10 @@ packages=(
   systemd python3-yaml
   # benchmark peers
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-dev
+  # real programs the benchmarks run under each allocator (gcc and python3
+  # are above): redis-tools has the server binary and its clients, without
+  # the system service the redis-server package would install and start
+  redis-tools
 )
 # `go tool pprof` reads the heap profiles in the tests; a Go installed
 # another way (e.g. /usr/local/go) does as well as Debian's.

@@ -57,6 +57,14 @@ def _find_library(filename):
     return None
 
 
+def libc_preload():
+    """What to preload to run a program on glibc's malloc even if it links
+    another allocator itself (Debian's redis-server links libjemalloc, which
+    comes before libc in its library order): a preloaded libc is searched
+    first, so its malloc wins. For any other program it changes nothing."""
+    return _find_library("libc.so.6")
+
+
 def resolve(names, build_dir):
     """Returns (usable allocators, {name: reason skipped})."""
     usable, skipped = [], {}

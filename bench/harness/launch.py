@@ -7,6 +7,7 @@ kernel would charge Python's own peak RSS to the child).
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -50,30 +51,60 @@ def _parse_pairs(text):
     return pairs
 
 
-def run(launcher, argv, preload=None, timeout=300, env=None):
-    """`env`: variables for the measured program only (passed to bench_launch
-    as --env, so they reach neither the launcher nor this process)."""
-    with tempfile.TemporaryDirectory(prefix="memd-bench-") as tmp:
-        report_path = os.path.join(tmp, "rusage")
-        cmd = [launcher] + (["--preload", preload] if preload else [])
-        cmd += [arg for k, v in sorted((env or {}).items()) for arg in ("--env", f"{k}={v}")]
-        cmd += ["--report", report_path, "--"] + argv
-        own_env = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIX)}
-        own_env.pop("LD_PRELOAD", None)  # only bench_launch decides what the child preloads
-        # A new session lets a timeout kill the launcher and the workload together.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=own_env,
-                                start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            return RunResult(False, f"timed out after {timeout} s", stdout=stdout, stderr_tail=stderr[-2000:])
+class Launched:
+    """A measured process under way (see start). Its stdout and stderr go to
+    files, so a long-running server cannot block on a full pipe."""
 
-        rusage = {}
-        if os.path.exists(report_path):
-            with open(report_path) as f:
-                rusage = _parse_pairs(f.read())
+    def __init__(self, proc, tmp, report_path, out, err):
+        self.proc, self.tmp, self.report_path, self.out, self.err = proc, tmp, report_path, out, err
+
+
+def start(launcher, argv, preload=None, env=None, cwd=None):
+    """Starts `argv` under bench_launch and returns at once; finish() waits
+    for it and collects its numbers. `env`: variables for the measured
+    program only (passed to bench_launch as --env, so they reach neither the
+    launcher nor this process)."""
+    tmp = tempfile.mkdtemp(prefix="memd-bench-")
+    report_path = os.path.join(tmp, "rusage")
+    cmd = [launcher] + (["--preload", preload] if preload else [])
+    cmd += [arg for k, v in sorted((env or {}).items()) for arg in ("--env", f"{k}={v}")]
+    cmd += ["--report", report_path, "--"] + argv
+    own_env = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIX)}
+    own_env.pop("LD_PRELOAD", None)  # only bench_launch decides what the child preloads
+    out = open(os.path.join(tmp, "stdout"), "w+")
+    err = open(os.path.join(tmp, "stderr"), "w+")
+    # A new session lets a timeout kill the launcher and the workload together.
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, env=own_env,
+                            cwd=cwd, start_new_session=True)
+    return Launched(proc, tmp, report_path, out, err)
+
+
+def _read(f):
+    f.seek(0)
+    return f.read()
+
+
+def finish(launched, timeout=300):
+    """Waits for a started process (killing it after `timeout` seconds) and
+    returns its RunResult."""
+    proc = launched.proc
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        timed_out = True
+    stdout, stderr = _read(launched.out), _read(launched.err)
+    launched.out.close()
+    launched.err.close()
+    rusage = {}
+    if os.path.exists(launched.report_path):
+        with open(launched.report_path) as f:
+            rusage = _parse_pairs(f.read())
+    shutil.rmtree(launched.tmp, ignore_errors=True)
+    if timed_out:
+        return RunResult(False, f"timed out after {timeout} s", stdout=stdout, stderr_tail=stderr[-2000:])
 
     result = RunResult(True, stdout=stdout, stderr_tail=stderr[-2000:], values=_parse_pairs(stdout))
     if rusage:
@@ -93,3 +124,8 @@ def run(launcher, argv, preload=None, timeout=300, env=None):
     elif not rusage:
         result.ok, result.error = False, "bench_launch wrote no report"
     return result
+
+
+def run(launcher, argv, preload=None, timeout=300, env=None, cwd=None):
+    """Runs `argv` to the end under bench_launch (start, then finish)."""
+    return finish(start(launcher, argv, preload, env, cwd), timeout)
