@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,6 +47,13 @@ struct JournalEntry {
   uint32_t pages[client::kMaxLeaseBatch];
 };
 static_assert(sizeof(JournalEntry) == 160);
+
+// The pages an entry names, as the lease service takes them.
+inline std::vector<heap::PageIndex> pages_of(const JournalEntry& e) {
+  std::vector<heap::PageIndex> out;
+  for (uint32_t i = 0; i < e.count && i < client::kMaxLeaseBatch; ++i) out.push_back(heap::PageIndex{e.pages[i]});
+  return out;
+}
 
 // The call under way in a region (at most one: the region's lock).
 struct JournalIntent {

@@ -110,8 +110,8 @@ grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseReque
       };
       auto replay = [&](const JournalEntry& e) -> absl::Status {
         if (e.code != 0) return replayed_status(e);
-        std::vector<heap::PageIndex> pages(e.pages, e.pages + e.count);
-        if (e.count == 0 || !t->region->leases()->holds(t->slot, pages.data(), e.count)) {
+        std::vector<heap::PageIndex> pages = pages_of(e);
+        if (pages.empty() || !t->region->leases()->holds(t->slot, pages.data(), static_cast<uint32_t>(pages.size()))) {
           return absl::FailedPreconditionError(
               absl::StrCat("request ", e.request, " was granted blocks that are no longer the caller's"));
         }

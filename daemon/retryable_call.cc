@@ -17,8 +17,8 @@ absl::Status undo_grant(client::LeaseService* leases, uint32_t slot, const Journ
   if (static_cast<JournalOp>(grant.op) == JournalOp::kLeaseRun) {
     return leases->take_back_run(slot, heap::PageIndex{grant.pages[0]});
   }
-  std::vector<heap::PageIndex> pages(grant.pages, grant.pages + grant.count);
-  return leases->take_back(slot, pages.data(), grant.count);
+  std::vector<heap::PageIndex> pages = pages_of(grant);
+  return leases->take_back(slot, pages.data(), static_cast<uint32_t>(pages.size()));
 }
 
 }  // namespace
