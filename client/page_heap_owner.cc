@@ -211,6 +211,12 @@ AcquiredBlock PageHeapOwner::acquire_huge(PageCount pages, PageCount align) {
 
 void PageHeapOwner::release_huge(PageIndex first) { release(first); }
 
+bool PageHeapOwner::zero_huge(PageIndex first, PageCount pages) {
+  if (source_->commits_on_use()) return false;
+  // No lock: the run is the caller's, and its pages are not the page heap's.
+  return source_->discard(heap::data_offset_of(region_, first), pages.bytes());
+}
+
 bool PageHeapOwner::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
   uint32_t now = now_ms();
   lock();
@@ -239,7 +245,10 @@ uint32_t PageHeapOwner::purge_limit_pages(uint32_t now) {
     refault_decayed_ms_ = now;
   }
   uint64_t share = uint64_t{s.in_use_pages} * p.dirty_ratio_percent / 100;
-  uint64_t learned = std::min(s.refault_pages, p.dirty_max_pages);
+  // What refaults teach is capped by the fixed maximum or, for a heap whose
+  // live data is bigger, by that: a program that replaces big buffers keeps
+  // about one generation of them for reuse, never more than it holds live.
+  uint64_t learned = std::min<uint64_t>(s.refault_pages, std::max<uint64_t>(p.dirty_max_pages, s.in_use_pages));
   return static_cast<uint32_t>(std::max<uint64_t>({p.dirty_floor_pages, share, learned}));
 }
 

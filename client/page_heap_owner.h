@@ -41,6 +41,10 @@ class PageHeapOwner final : public heap::BlockSource {
   heap::AcquiredBlock acquire_huge(heap::PageCount pages, heap::PageCount align) override;
   void release_huge(heap::PageIndex first) override;
   bool resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) override;
+  // Anonymous memory only: a shared object's discarded range must get its
+  // backing again before it is written, which could fail on a full file
+  // system after the caller was promised zeros.
+  bool zero_huge(heap::PageIndex first, heap::PageCount pages) override;
 
   // Discards every dirty free page now (Vmalloc's compact, page part).
   void purge_all();

@@ -30,6 +30,12 @@ class BlockSource {
   virtual void release_huge(PageIndex first) = 0;
   // Grows or shrinks a huge object's run in place; false if it cannot.
   virtual bool resize_huge(PageIndex first, PageCount want, bool* zeroed) = 0;
+  // Makes the pages of a huge object the caller holds read as zero by giving
+  // them back to the system: they are faulted in again, zeroed by the kernel,
+  // only where the program touches them. A calloc of a reused (dirty) run
+  // then neither writes nor keeps resident the pages it never uses. False if
+  // this source cannot (the caller writes zeros instead).
+  virtual bool zero_huge(PageIndex first, PageCount pages) { return false; }
 };
 
 }  // namespace memd::heap

@@ -263,7 +263,7 @@ void* OwnerHeap::alloc_zeroed(size_t size) {
   if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) {
     bool fresh = false;
     void* p = alloc_sampled(size, 0, &fresh);
-    if (p && !fresh) std::memset(p, 0, size);
+    if (p && !fresh) zero_new(p, size);
     return p;
   }
   if (size <= classes_->medium_max()) {
@@ -277,8 +277,19 @@ void* OwnerHeap::alloc_zeroed(size_t size) {
   }
   bool fresh = false;
   void* p = alloc_big(size, 0, &fresh);
-  if (p && !fresh) std::memset(p, 0, size);
+  if (p && !fresh) zero_new(p, size);
   return p;
+}
+
+void OwnerHeap::zero_new(void* p, size_t size) {
+  // A reused huge run: zeros written into every page make the whole run
+  // resident, though a program often touches little of a large zeroed
+  // buffer (glibc's calloc of a fresh mapping writes nothing either).
+  if (size >= kZeroByDiscardBytes) {
+    PageIndex run{static_cast<uint32_t>((static_cast<char*>(p) - region_.data) >> kPageShift)};
+    if (region_.page_address(run) == p && source_->zero_huge(run, pages_for(size))) return;
+  }
+  std::memset(p, 0, size);
 }
 
 void* OwnerHeap::alloc_aligned(size_t size, size_t align) {

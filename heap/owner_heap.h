@@ -214,6 +214,8 @@ class OwnerHeap {
   void* alloc_big(size_t size, size_t align, bool* zeroed);
   void* alloc_large(size_t size, size_t align, bool* zeroed);
   void* alloc_huge(size_t size, size_t align, bool* zeroed);
+  // Zeroes a new object whose memory was not fresh.
+  void zero_new(void* p, size_t size);
   FreeStatus free_big(void* p, uint64_t page_desc);  // the packed PageDesc of p's page
   FreeStatus free_big_slow(void* p, const PointerInfo& at);  // not a huge page
   FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
@@ -233,6 +235,10 @@ class OwnerHeap {
   void retire_block(PageIndex p, bool empty);
   void release_huge_cache();
 
+  // calloc of a reused huge run at least this big zeroes it by discarding
+  // its pages (BlockSource::zero_huge) rather than writing zeros: below it,
+  // writing costs less than a system call and the faults that follow.
+  static constexpr size_t kZeroByDiscardBytes = size_t{1} << 20;
   // Freed huge runs of up to this many pages may be kept, one per thread.
   static constexpr uint32_t kHugeCachePages = 256;
 

@@ -313,11 +313,27 @@ TEST_P(MultiProcessTest, FindOrConstructIsAtomicAcrossProcesses) {
   for (int id = 0; id < kChildren; ++id) EXPECT_EQ(box_->slot[id].load(), owner_->offset_of(o) + 1);
 }
 
-int hang_signal_fd = -1;
+// A child that attaches to the region and constructs a root of type T,
+// whose constructor tells the parent (one byte on `in_constructor`) that
+// it holds the roots lock, then hangs or stops there.
+int in_constructor = -1;
+
+template <class T>
+pid_t fork_constructing(const std::string& region, Discipline d, const std::string& socket, int signal_fd,
+                        const char* root) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto r = Region::attach(region, d, socket);
+    if (!r.ok()) _exit(10);
+    in_constructor = signal_fd;
+    _exit((*r)->find_or_construct<T>(root) != nullptr ? 0 : 11);
+  }
+  return pid;
+}
 struct Hangs {
   Hangs() {
     char c = 1;
-    if (write(hang_signal_fd, &c, 1) != 1) _exit(30);
+    if (write(in_constructor, &c, 1) != 1) _exit(30);
     for (;;) pause();  // killed here, holding the roots lock
   }
 };
@@ -325,14 +341,7 @@ struct Hangs {
 TEST_P(MultiProcessTest, AProcessKilledWhileMakingARootReleasesTheRootsLock) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    auto r = Region::attach(name_, GetParam(), sock_);
-    if (!r.ok()) _exit(10);
-    hang_signal_fd = fds[1];
-    (*r)->find_or_construct<Hangs>("hangs");
-    _exit(11);
-  }
+  pid_t pid = fork_constructing<Hangs>(name_, GetParam(), sock_, fds[1], "hangs");
   char c;
   ASSERT_EQ(read(fds[0], &c, 1), 1);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -347,11 +356,10 @@ TEST_P(MultiProcessTest, AProcessKilledWhileMakingARootReleasesTheRootsLock) {
   EXPECT_NE(owner_->find_or_construct<int>("hangs", 1), nullptr);  // the name is free again
 }
 
-int stop_signal_fd = -1;
 struct StopsItself {
   StopsItself() {
     char c = 1;
-    if (write(stop_signal_fd, &c, 1) != 1) _exit(30);
+    if (write(in_constructor, &c, 1) != 1) _exit(30);
     raise(SIGSTOP);  // stopped here, holding the roots lock
   }
 };
@@ -363,13 +371,7 @@ struct StopsItself {
 TEST_P(MultiProcessTest, AProcessStoppedWhileMakingARootMakesRootCallsTimeOut) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    auto r = Region::attach(name_, GetParam(), sock_);
-    if (!r.ok()) _exit(10);
-    stop_signal_fd = fds[1];
-    _exit((*r)->find_or_construct<StopsItself>("stopped") != nullptr ? 0 : 11);
-  }
+  pid_t pid = fork_constructing<StopsItself>(name_, GetParam(), sock_, fds[1], "stopped");
   char c;
   ASSERT_EQ(read(fds[0], &c, 1), 1);
   int status = 0;
