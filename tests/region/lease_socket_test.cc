@@ -6,8 +6,10 @@
 // lease count sent the owner's check past the lease table), and ones that
 // send half a request, or never read their answers, which must delay no
 // other client.
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -137,9 +139,18 @@ TEST_F(LeaseSocketTest, AnOverwrittenHeaderIsRefusedFromThenOn) {
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 2u);
 
-  // What a client may do: its mapping is writable.
+  // What a client may do: its mapping is writable. Written through a
+  // mapping of the test's own, as another process writes, not through the
+  // owner's (the owner reads the header without a lock, as it must).
   auto* header = reinterpret_cast<heap::RegionHeader*>(region_->base());
-  header->max_clients = 1u << 30;
+  size_t at = static_cast<size_t>(reinterpret_cast<char*>(&header->max_clients) - reinterpret_cast<char*>(header));
+  int fd = open((dir_ + "/region").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* client_map = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(client_map, MAP_FAILED);
+  auto* max_clients = reinterpret_cast<uint32_t*>(static_cast<char*>(client_map) + at);
+  *max_clients = 1u << 30;
 
   n = (*channel)->lease(heap::PageKind::kLarge, 0, lease->stash, 2, blocks);
   ASSERT_FALSE(n.ok());
@@ -148,7 +159,8 @@ TEST_F(LeaseSocketTest, AnOverwrittenHeaderIsRefusedFromThenOn) {
   absl::Status back = (*channel)->give_back(&blocks[0].first, 1);
   EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition) << back;
   EXPECT_FALSE(region_->backing_status().ok());
-  header->max_clients = 4;  // the owner's close reads it again
+  *max_clients = 4;  // the owner's close reads it again
+  munmap(client_map, 4096);
 }
 
 // One thread serves every connection, so a connection that stops in the
