@@ -14,6 +14,18 @@ void LeasedBlocks::init(const heap::Region& r, LeaseChannel* channel, const Clie
   region_ = r;
   channel_ = channel;
   lease_ = lease;
+  heap::SizeClasses classes(r.header->params);
+  for (uint32_t list = 0; list < kLists; ++list) {
+    bool large = list == kLists - 1;
+    if (!large && (list < classes.first_class() || list > classes.last_class())) continue;
+    uint32_t pages = large ? r.header->params.large_block_pages : classes.info(list).block_pages;
+    if (pages <= kCountedBlockPages) continue;
+    Stash& s = stash_[list];
+    s.max_batch = std::clamp<uint32_t>(kLeasePages / pages, 1, kMaxLeaseBatch);
+    s.batch = std::min(s.batch, s.max_batch);
+    s.flush_at = std::clamp<uint32_t>(kSparePages / pages, 2, kStashMax + kReleaseBatch);
+    s.release_batch = std::max<uint32_t>(1, s.flush_at * 2 / 3);
+  }
 }
 
 AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) {
@@ -30,7 +42,7 @@ AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::Own
       errno = ENOMEM;
       return {};
     }
-    s.batch = std::min(s.batch * 2, kMaxLeaseBatch);
+    s.batch = std::min(s.batch * 2, s.max_batch);
     // The first is the caller's (owned by `owner` already); the rest, owned
     // by the stash, wait here.
     for (uint32_t i = *n; i-- > 1;) {
@@ -59,20 +71,21 @@ void LeasedBlocks::release(PageIndex block) {
   s.blocks[s.count] = block;
   s.zeroed[s.count] = false;
   ++s.count;
-  if (s.count < kStashMax + kReleaseBatch) {
+  if (s.count < s.flush_at) {
     pthread_mutex_unlock(&lock_);
     return;
   }
   // Too many spares: the oldest go back in one call (the newest, most
   // likely still in cache, stay), and this class leases less next time.
+  const uint32_t n = s.release_batch;
   PageIndex out[kReleaseBatch];
-  std::copy(s.blocks, s.blocks + kReleaseBatch, out);
-  std::copy(s.blocks + kReleaseBatch, s.blocks + s.count, s.blocks);
-  std::copy(s.zeroed + kReleaseBatch, s.zeroed + s.count, s.zeroed);
-  s.count -= kReleaseBatch;
-  s.batch = 2;
+  std::copy(s.blocks, s.blocks + n, out);
+  std::copy(s.blocks + n, s.blocks + s.count, s.blocks);
+  std::copy(s.zeroed + n, s.zeroed + s.count, s.zeroed);
+  s.count -= n;
+  s.batch = std::min<uint32_t>(2, s.max_batch);
   pthread_mutex_unlock(&lock_);
-  (void)channel_->give_back(out, kReleaseBatch);
+  (void)channel_->give_back(out, n);
 }
 
 void LeasedBlocks::abandon(PageIndex block) {

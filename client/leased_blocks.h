@@ -34,6 +34,7 @@ class LeasedBlocks final : public heap::BlockSource {
   // Gives every stashed block back, and tells the owner of every abandoned
   // one (the process is detaching, or compacting).
   void return_all();
+  uint32_t huge_runs_kept() const override { return 1; }
 
  private:
   static constexpr uint32_t kLists = heap::kMaxSegregatedClasses + 1;  // last: large blocks
@@ -42,6 +43,13 @@ class LeasedBlocks final : public heap::BlockSource {
   // per block would cost a round trip for every block a thread heap empties).
   static constexpr uint32_t kStashMax = 8;
   static constexpr uint32_t kReleaseBatch = 16;
+  // Those counts are for blocks of up to 4 pages. Bigger blocks (mid-size
+  // classes have up to 64 pages, large blocks 20) are kept and leased by
+  // pages instead, so that no class holds more spare pages than a 4-page
+  // class may: 24 spares of 64 pages would be 6 MiB a class.
+  static constexpr uint32_t kCountedBlockPages = 4;
+  static constexpr uint32_t kSparePages = (kStashMax + kReleaseBatch) * kCountedBlockPages;
+  static constexpr uint32_t kLeasePages = kMaxLeaseBatch * kCountedBlockPages;
   // A lease leaves at most kMaxLeaseBatch - 1 spares, and a release flushes
   // as soon as the count reaches kStashMax + kReleaseBatch.
   static constexpr uint32_t kStashCapacity = std::max(kMaxLeaseBatch, kStashMax + kReleaseBatch) + 1;
@@ -49,7 +57,10 @@ class LeasedBlocks final : public heap::BlockSource {
     heap::PageIndex blocks[kStashCapacity];
     bool zeroed[kStashCapacity];
     uint32_t count = 0;
-    uint32_t batch = 2;  // next lease size: doubles while the class keeps asking
+    uint32_t batch = 2;         // next lease size: doubles while the class keeps asking
+    uint32_t max_batch = kMaxLeaseBatch;
+    uint32_t flush_at = kStashMax + kReleaseBatch;  // spares that make a release give some back
+    uint32_t release_batch = kReleaseBatch;         // and how many
   };
   uint32_t list_of(heap::PageKind kind, uint16_t cls) const {
     return kind == heap::PageKind::kLarge ? kLists - 1 : cls;

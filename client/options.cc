@@ -28,7 +28,7 @@ constexpr Option kOptions[] = {
     {"MEMD_DIRTY_MAX_MB", "64", "... or up to this much when discarded memory keeps being refaulted"},
     {"MEMD_DIRTY_DECAY_MS", "1000", "empty pages unused this long are discarded"},
     {"MEMD_SMALL_MAX", "120", "largest small object (1-page blocks)"},
-    {"MEMD_MEDIUM_MAX", "496", "largest medium object (4-page blocks)"},
+    {"MEMD_MEDIUM_MAX", "16384", "largest medium (segregated, headerless) object; a class size"},
     {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
     {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block"},
     {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
@@ -138,7 +138,8 @@ ArenaOptions process_arena_options() {
   // with the defaults it would otherwise have had.
   if (!heap::params_valid(o.params)) {
     warn("memd: MEMD_SMALL_MAX/MEDIUM_MAX/LARGE_MAX/LARGE_BLOCK_PAGES out of range "
-         "(large objects up to 32768 bytes, boundaries in order); using the defaults\n");
+         "(small up to 512 bytes, medium a class size up to 32768, large objects up to 32768 bytes, "
+         "boundaries in order); using the defaults\n");
     heap::HeapParams defaults;
     o.params.small_max = defaults.small_max;
     o.params.medium_max = defaults.medium_max;

@@ -84,6 +84,19 @@ void PageHeapOwner::cut_list_locked(PageIndex* link) {
   abandoned_count_.store(left, std::memory_order_relaxed);
 }
 
+heap::RunAllocation PageHeapOwner::alloc_run_locked(PageCount pages, PageKind kind, uint16_t cls, PageCount align) {
+  heap::RunAllocation run = heap::page_heap_alloc(region_, *source_, pages, kind, cls, align);
+  if (run.first != kNoPage || region_.header->page_heap.dirty_pages == 0) return run;
+  // Dirty and discarded free runs do not merge (a run is one or the other),
+  // so free space that is ample in all may be split into runs too short for
+  // the request while the reservation has no more to give. Discarding the
+  // dirty ones merges them with their neighbours: look again after that.
+  unlock();
+  purge_all();
+  lock();
+  return heap::page_heap_alloc(region_, *source_, pages, kind, cls, align);
+}
+
 AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId owner) {
   lock();
   // Adopt before taking fresh pages: reuses the free space of dead threads
@@ -114,8 +127,8 @@ AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId 
   sweep_if_hinted_locked(now_ms());
   uint32_t pages = kind == PageKind::kLarge ? region_.header->params.large_block_pages
                                             : classes_.info(cls).block_pages;
-  heap::RunAllocation run = heap::page_heap_alloc(region_, *source_, PageCount{pages}, kind,
-                                                  kind == PageKind::kLarge ? 0 : cls);
+  heap::RunAllocation run = alloc_run_locked(PageCount{pages}, kind, kind == PageKind::kLarge ? 0 : cls,
+                                             PageCount{1});
   int saved = errno;
   maybe_purge_locked_then_unlock(now_ms());
   if (run.first == kNoPage) {
@@ -198,7 +211,7 @@ void PageHeapOwner::abandon(PageIndex block) {
 
 AcquiredBlock PageHeapOwner::acquire_huge(PageCount pages, PageCount align) {
   lock();
-  heap::RunAllocation run = heap::page_heap_alloc(region_, *source_, pages, PageKind::kHuge, 0, align);
+  heap::RunAllocation run = alloc_run_locked(pages, PageKind::kHuge, 0, align);
   int saved = errno;
   maybe_purge_locked_then_unlock(now_ms());
   if (run.first != kNoPage) {

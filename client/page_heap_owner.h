@@ -45,6 +45,8 @@ class PageHeapOwner final : public heap::BlockSource {
   // backing again before it is written, which could fail on a full file
   // system after the caller was promised zeros.
   bool zero_huge(heap::PageIndex first, heap::PageCount pages) override;
+  // A shared region (its clients lease from the same free pages) keeps one.
+  uint32_t huge_runs_kept() const override { return source_->commits_on_use() ? 1 : 8; }
 
   // Discards every dirty free page now (Vmalloc's compact, page part).
   void purge_all();
@@ -72,6 +74,10 @@ class PageHeapOwner final : public heap::BlockSource {
   void reinit_lock_in_child();
 
  private:
+  // page_heap_alloc, and if it finds no run, again after discarding every
+  // dirty run. REQUIRES: the lock (released and taken again on the retry).
+  heap::RunAllocation alloc_run_locked(heap::PageCount pages, heap::PageKind kind, uint16_t cls,
+                                       heap::PageCount align);
   void maybe_purge_locked_then_unlock(uint32_t now_ms);
   // Discards one batch of dirty runs beyond `limit` pages or older than
   // `decay` ms, outside the lock. REQUIRES: the lock; releases it. Returns

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "daemon/client_text.h"
+#include "heap/size_class.h"
 
 namespace memd::daemon {
 namespace {
@@ -32,9 +33,11 @@ double sample_weight(uint64_t size, uint64_t period) {
   return p > 0 ? 1.0 / p : 1.0;
 }
 
-// 0 (large), 1 (huge), or a segregated class: 16..504 in steps of 8.
+// 0 (large), 1 (huge), or the object size of a segregated class.
 bool valid_size_class(uint32_t c) {
-  return c == 0 || c == 1 || (c >= 16 && c <= 8 * 63 && c % 8 == 0);
+  return c == 0 || c == 1 ||
+         (c >= heap::kMinObject && c <= heap::kMaxMediumMax &&
+          heap::SizeClasses::size_of_class(heap::SizeClasses::class_of(c)) == c);
 }
 
 // Strings made while the store's lock is held, each once, named by index.

@@ -45,7 +45,7 @@ namespace memd::daemon {
 // The label of the process-local heaps.
 inline constexpr const char* kProcessHeapLabel = "(process)";
 
-// "16".."496", "large", "huge".
+// A segregated class's object size ("16".."32768"), "large", "huge".
 std::string size_class_label(uint32_t size_class);
 
 struct ClientIdentity {

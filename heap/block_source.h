@@ -36,6 +36,11 @@ class BlockSource {
   // then neither writes nor keeps resident the pages it never uses. False if
   // this source cannot (the caller writes zeros instead).
   virtual bool zero_huge(PageIndex first, PageCount pages) { return false; }
+  // How many freed huge runs one thread heap may keep for its own reuse.
+  // A region whose free pages several processes draw on says 1: runs each
+  // process keeps aside split the free space the others need for big runs
+  // (clients of a 256 MiB region a third full failed 2 MiB requests).
+  virtual uint32_t huge_runs_kept() const { return 8; }
 };
 
 }  // namespace memd::heap

@@ -196,7 +196,7 @@ struct RegionHeader {
   uint32_t max_owners;        // owner slots (thread heaps)
   uint32_t max_clients;       // lease slots (processes)
   uint32_t max_roots;
-  uint32_t class_count;       // entries of class_sizes in use
+  uint32_t class_count;       // segregated classes (indices below it)
   uint64_t slots_offset;      // byte offsets from the region base
   uint64_t lease_offset;
   uint64_t roots_offset;
@@ -206,7 +206,7 @@ struct RegionHeader {
   uint64_t total_bytes;       // the whole region: the object's length
   uint64_t preferred_base;    // where the creator mapped it; others try the same
   uint64_t secret;            // random, for double-free tags
-  uint16_t class_sizes[kMaxClassTable];  // object size of each segregated class
+  uint16_t class_sizes[kMaxClassTable];  // object size of each class below kMaxClassTable
   HeapParams params;
   // --- lifecycle (page-heap owner) ---
   std::atomic<uint64_t> generation;   // owner opens since creation

@@ -36,7 +36,8 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   id_ = id;
   claim_id_ = id;
   my_slot_ = &r.slots[slot_of(id)];
-  huge_cache_ = kNoPage;
+  huge_cache_ = HugeCache{};
+  huge_cache_slots_ = std::clamp<uint32_t>(source->huge_runs_kept(), 1, kHugeCacheSlots);
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
@@ -44,7 +45,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
     ClassList& cl = lists_[cls];
     cl.cur = &empty_block;
     cl.cur_base = nullptr;
-    cl.size = cls * kGranule;
+    cl.size = SizeClasses::size_of_class(cls);
     bool valid = cls >= classes->first_class() && cls <= classes->last_class();
     cl.end = valid ? classes->info(cls).end : 0;
     cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
@@ -233,30 +234,72 @@ void* OwnerHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
   }
   PageCount pages = pages_for(size);
   PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
-  void* p;
-  if (huge_cache_ != kNoPage && region_.block(huge_cache_).pages == pages &&
-      region_.page_number(huge_cache_) % align_pages.value == 0) {
-    // The run this thread freed last, of this very size: no lock, no
+  PageIndex run = kNoPage;
+  if (pages.value <= kHugeCachePages) {
+    huge_cache_note_alloc(pages);
+    // A run this thread freed, of this size or a little more: no lock, no
     // descriptor writes, no faults.
-    PageIndex run = huge_cache_;
-    huge_cache_ = kNoPage;
+    run = huge_cache_take(pages, align_pages);
+  }
+  if (run != kNoPage) {
     region_.block(run).owner_word.store(0, std::memory_order_relaxed);
     if (zeroed) *zeroed = false;
-    p = region_.page_address(run);
   } else {
-    // Another size: the kept run is better merged back than kept aside.
-    release_huge_cache();
     AcquiredBlock got = source_->acquire_huge(pages, align_pages);
     if (got.first == kNoPage) return nullptr;
     if (zeroed) *zeroed = got.zeroed;
-    p = region_.page_address(got.first);
+    run = got.first;
     // The first page's descriptor may carry the flags of an earlier block
     // (a sampled huge run whose process died).
-    region_.block(got.first).flags = 0;
+    region_.block(run).flags = 0;
   }
   count_one(counters_->huge.allocs);
-  count_add(counters_->huge.alloc_bytes, pages.bytes());
-  return p;
+  count_add(counters_->huge.alloc_bytes, region_.block(run).pages.bytes());
+  return region_.page_address(run);
+}
+
+void OwnerHeap::huge_cache_note_alloc(PageCount pages) {
+  HugeCache& c = huge_cache_;
+  c.window_pages += pages.value;
+  if (++c.window_allocs < kHugeDemandWindow) return;
+  c.demand_pages = c.window_pages;
+  c.window_allocs = c.window_pages = 0;
+}
+
+PageIndex OwnerHeap::huge_cache_take(PageCount pages, PageCount align_pages) {
+  HugeCache& c = huge_cache_;
+  uint32_t best = c.count;
+  uint32_t best_pages = pages.value + pages.value / 4 + 1;
+  for (uint32_t i = 0; i < c.count; ++i) {
+    uint32_t have = region_.block(c.runs[i]).pages.value;
+    if (have >= pages.value && have < best_pages && region_.page_number(c.runs[i]) % align_pages.value == 0) {
+      best = i;
+      best_pages = have;
+    }
+  }
+  if (best == c.count) return kNoPage;
+  PageIndex run = c.runs[best];
+  for (uint32_t i = best + 1; i < c.count; ++i) c.runs[i - 1] = c.runs[i];
+  --c.count;
+  c.pages -= best_pages;
+  return run;
+}
+
+void OwnerHeap::huge_cache_put(PageIndex run) {
+  HugeCache& c = huge_cache_;
+  uint32_t pages = region_.block(run).pages.value;
+  uint32_t cap = c.cap();
+  // Oldest out first, until the run fits under the cap and in the slots.
+  uint32_t drop = 0;
+  uint32_t held = c.pages;
+  while (drop < c.count && (c.count - drop >= huge_cache_slots_ || held + pages > cap)) {
+    held -= region_.block(c.runs[drop]).pages.value;
+    source_->release_huge(c.runs[drop++]);
+  }
+  for (uint32_t i = drop; i < c.count; ++i) c.runs[i - drop] = c.runs[i];
+  c.count -= drop;
+  c.runs[c.count++] = run;
+  c.pages = held + pages;
 }
 
 void* OwnerHeap::alloc_zeroed(size_t size) {
@@ -307,13 +350,18 @@ void* OwnerHeap::alloc_aligned(size_t size, size_t align) {
 void* OwnerHeap::alloc_unsampled(size_t size, size_t align, bool* zeroed) {
   // A segregated class whose size is a multiple of the alignment places every
   // object aligned, since blocks start on page boundaries. Every class keeps
-  // 8 bytes; 16 is kept only by classes that are multiples of 16.
+  // 8 bytes; 16 is kept only by classes that are multiples of 16. A mid-size
+  // class of (5..8) << k bytes is a multiple of any alignment up to 2^k, and a
+  // rounded size past that is mostly a class size itself; the check is cheap.
   if (size <= medium_max_ && align <= kPageSize) {  // so the rounding cannot wrap
     size_t a = std::max<size_t>(align, kGranule);
     size_t rounded = (std::max(size, a) + a - 1) & ~(a - 1);
     if (rounded <= medium_max_) {
-      if (zeroed) *zeroed = false;
-      return alloc_segregated(SizeClasses::class_of(rounded));
+      uint32_t cls = SizeClasses::class_of(rounded);
+      if (lists_[cls].size % a == 0) {
+        if (zeroed) *zeroed = false;
+        return alloc_segregated(cls);
+      }
     }
   }
   return alloc_big(size, align, zeroed);
@@ -471,10 +519,7 @@ FreeStatus OwnerHeap::free_huge(PageIndex run) {
     source_->release_huge(run);
     return FreeStatus::kOk;
   }
-  // Keep the most recently freed run for this thread's next allocation of
-  // the same size; the one it replaces goes back to the page heap.
-  if (huge_cache_ != kNoPage) source_->release_huge(huge_cache_);
-  huge_cache_ = run;
+  huge_cache_put(run);
   return FreeStatus::kOk;
 }
 
@@ -616,9 +661,10 @@ void* OwnerHeap::realloc(void* p, size_t size) {
 // --- compaction and exit ---
 
 void OwnerHeap::release_huge_cache() {
-  if (huge_cache_ == kNoPage) return;
-  source_->release_huge(huge_cache_);
-  huge_cache_ = kNoPage;
+  HugeCache& c = huge_cache_;
+  for (uint32_t i = 0; i < c.count; ++i) source_->release_huge(c.runs[i]);
+  c.count = 0;
+  c.pages = 0;
 }
 
 void OwnerHeap::release_empty() {

@@ -12,7 +12,7 @@
 //         collect cur's remote list; else cur -> full list; next available
 //         source.acquire()                            adopt, else a fresh block
 //     size <= large_max: large_.alloc()               best fit in large blocks
-//     else: source.acquire_huge()                     a run of pages
+//     else: a run this thread freed of a similar size, else source.acquire_huge()
 //
 //   free(p)
 //     try_free_local(p)                               [inline, no call]
@@ -22,7 +22,7 @@
 //       block was full / becomes empty -> after_local_free
 //       another owner's block: remote_push + notify_owner   [lock-free]
 //       large: free_big (the owner's unsampled chunk: quick cache)
-//       huge: free_huge_object (an unsampled run: this thread's huge cache)
+//       huge: free_huge_object (a run up to 1 MiB: this thread's huge cache)
 #pragma once
 
 #include <cstddef>
@@ -239,8 +239,35 @@ class OwnerHeap {
   // its pages (BlockSource::zero_huge) rather than writing zeros: below it,
   // writing costs less than a system call and the faults that follow.
   static constexpr size_t kZeroByDiscardBytes = size_t{1} << 20;
-  // Freed huge runs of up to this many pages may be kept, one per thread.
+  // Freed huge runs of up to this many pages may be kept by the thread that
+  // freed them (bigger ones go back to the page heap, whose dirty cache
+  // learns from refaults), at most kHugeCacheSlots of them.
   static constexpr uint32_t kHugeCachePages = 256;
+  static constexpr uint32_t kHugeCacheSlots = 8;
+  // The cache holds at most the pages of the cacheable huge runs this thread
+  // allocated in its last window of this many (or in the window under way,
+  // if more), and never less than kHugeCachePages: sized by recent demand.
+  static constexpr uint32_t kHugeDemandWindow = 32;
+
+  // The freed huge runs this thread keeps (owner word: ours), oldest first.
+  struct HugeCache {
+    PageIndex runs[kHugeCacheSlots];
+    uint32_t count = 0;
+    uint32_t pages = 0;          // held in all
+    uint32_t window_allocs = 0;  // cacheable huge allocations in the window under way
+    uint32_t window_pages = 0;   // and their pages
+    uint32_t demand_pages = 0;   // pages of the last full window
+    uint32_t cap() const {
+      uint32_t d = demand_pages > window_pages ? demand_pages : window_pages;
+      return d > kHugeCachePages ? d : kHugeCachePages;
+    }
+  };
+  // A kept run of `pages` (to pages + pages/4: a similar size is reused as
+  // it is) placed at `align_pages`, taken out of the cache; kNoPage if none.
+  PageIndex huge_cache_take(PageCount pages, PageCount align_pages);
+  // Keeps a freed run (claimed with our id), evicting the oldest past the cap.
+  void huge_cache_put(PageIndex run);
+  void huge_cache_note_alloc(PageCount pages);
 
   // Hot copies of region and class facts.
   int64_t sample_countdown_ = kSamplingProbeBytes;  // bytes to the end of the countdown
@@ -259,7 +286,8 @@ class OwnerHeap {
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
-  PageIndex huge_cache_ = kNoPage;          // the huge run this thread freed last (owner word: ours)
+  HugeCache huge_cache_;
+  uint32_t huge_cache_slots_ = kHugeCacheSlots;  // the source's huge_runs_kept
   bool huge_cache_allowed_ = true;
   SampleDraws sample_draws_;
   HeapCounters* counters_ = &own_counters_;

@@ -1,5 +1,7 @@
 #include "heap/params.h"
 
+#include <algorithm>
+
 #include "heap/large_heap.h"
 #include "heap/size_class.h"
 
@@ -7,10 +9,12 @@ namespace memd::heap {
 
 bool params_valid(const HeapParams& p) {
   return p.small_max % kGranule == 0 && p.medium_max % kGranule == 0 && p.small_max >= kMinObject &&
-         p.small_max < p.medium_max && p.medium_max < kMaxSegregatedClasses * kGranule &&
+         p.small_max < p.medium_max && p.medium_max <= kMaxMediumMax &&
+         SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
          p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit && p.small_block_pages >= 1 &&
          p.medium_block_pages >= 1 && p.small_max <= p.small_block_pages * kPageSize &&
-         p.medium_max <= p.medium_block_pages * kPageSize &&
+         p.small_max <= kLinearMax && p.medium_block_pages <= kMaxMidBlockPages &&
+         std::min(p.medium_max, kLinearMax) <= p.medium_block_pages * kPageSize &&
          uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max <= uint64_t{p.large_block_pages} * kPageSize &&
          static_cast<uint32_t>(p.discard_mode) <= static_cast<uint32_t>(DiscardMode::kNever);
 }

@@ -73,7 +73,10 @@ bool region_format(MemorySource& source, const FormatSpec& spec) {
   h->params = spec.params;
   SizeClasses classes(spec.params);
   h->class_count = classes.last_class() + 1;
-  for (uint32_t c = classes.first_class(); c <= classes.last_class(); ++c) {
+  // The table holds the classes below kMaxClassTable, all there were when
+  // the header was laid out; those above follow from medium_max, which the
+  // region records with its parameters.
+  for (uint32_t c = classes.first_class(); c <= classes.last_class() && c < kMaxClassTable; ++c) {
     h->class_sizes[c] = static_cast<uint16_t>(classes.info(c).size);
   }
   if (!init_shared_mutex(&h->roots_lock)) {
@@ -126,11 +129,11 @@ FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* 
   }
   if (!params_valid(h.params)) return fail(FormatError::kIncompatible, "region heap parameters are invalid");
   SizeClasses classes(h.params);
-  if (h.class_count != classes.last_class() + 1 || h.class_count > kMaxClassTable) {
+  if (h.class_count != classes.last_class() + 1 || h.class_count > kMaxSegregatedClasses) {
     return fail(FormatError::kIncompatible, "region has %u size classes; its parameters give %u",
                 h.class_count, classes.last_class() + 1);
   }
-  for (uint32_t c = classes.first_class(); c <= classes.last_class(); ++c) {
+  for (uint32_t c = classes.first_class(); c <= classes.last_class() && c < kMaxClassTable; ++c) {
     if (h.class_sizes[c] != classes.info(c).size) {
       return fail(FormatError::kIncompatible, "size class %u is %u bytes in the region, %u in this build",
                   c, h.class_sizes[c], classes.info(c).size);

@@ -1,7 +1,11 @@
-// Size classes, 8 bytes apart as in Vam. A class index is the object size in
-// 8-byte units, so the mapping from a request is one shift. The smallest object
-// is 16 bytes: every free object then holds its free-list link and a
-// double-free tag (see block.h), and 16-byte requests stay 16-byte aligned.
+// Size classes. Up to 512 bytes they are 8 bytes apart as in Vam, so a class
+// index is the object size in 8-byte units and the mapping from a request is
+// one shift. Above, up to kMaxMediumMax, four classes per doubling (640, 768,
+// 896, 1024, 1280, ...): segregated blocks serve mid sizes at the cost of
+// small-object allocation, and no request wastes more than a quarter of its
+// object. The smallest object is 16 bytes: every free object then holds its
+// free-list link and a double-free tag (see block.h), and 16-byte requests
+// stay 16-byte aligned.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +18,20 @@ namespace memd::heap {
 
 inline constexpr uint32_t kGranule = 8;
 inline constexpr uint32_t kMinObject = 16;
-inline constexpr uint32_t kMaxSegregatedClasses = 64;  // covers medium_max <= 504
+inline constexpr uint32_t kLinearMax = 512;        // largest class of the 8-byte spaced ones
+inline constexpr uint32_t kMaxMediumMax = 32768;   // largest segregated class there can be
+inline constexpr uint32_t kLinearClasses = kLinearMax / kGranule + 1;  // indices 0..64
+// 4 per doubling from 512 to 32768.
+inline constexpr uint32_t kMaxSegregatedClasses = kLinearClasses + 4 * 6;
+// A mid-size block holds at least this many objects, so that a block change
+// (a slow path) comes at most once per this many allocations,
+inline constexpr uint32_t kMinObjectsPerMidBlock = 4;
+// and spans at most this many pages: no more than a large block (20), so
+// that blocks of classes a process uses little neither hold much memory nor
+// split the free space of a shared region more than large blocks did (with
+// 64-page blocks, clients of a 256 MiB region a third full found no 2 MiB
+// run free).
+inline constexpr uint32_t kMaxMidBlockPages = 16;
 
 enum class SizeKind : uint8_t { kSegregated, kLarge, kHuge };
 
@@ -30,10 +47,22 @@ class SizeClasses {
  public:
   explicit SizeClasses(const HeapParams& params);
 
-  // REQUIRES: size <= medium_max.
+  // REQUIRES: size <= kMaxMediumMax.
   static constexpr uint32_t class_of(size_t size) {
-    uint32_t cls = static_cast<uint32_t>((size + kGranule - 1) / kGranule);
-    return cls < kMinObject / kGranule ? kMinObject / kGranule : cls;
+    if (size <= kLinearMax) {
+      uint32_t cls = static_cast<uint32_t>((size + kGranule - 1) / kGranule);
+      return cls < kMinObject / kGranule ? kMinObject / kGranule : cls;
+    }
+    // size - 1 in [2^b, 2^(b+1)): four classes of 2^(b-2) bytes each.
+    uint32_t s = static_cast<uint32_t>(size - 1);
+    uint32_t b = 31 - static_cast<uint32_t>(__builtin_clz(s));
+    return kLinearClasses + (b - 9) * 4 + ((s >> (b - 2)) & 3);
+  }
+  // The object size of class `cls` (any index below kMaxSegregatedClasses).
+  static constexpr uint32_t size_of_class(uint32_t cls) {
+    if (cls < kLinearClasses) return cls * kGranule;
+    uint32_t k = cls - kLinearClasses;
+    return (5 + k % 4) << (k / 4 + 7);
   }
   SizeKind kind_of(size_t size) const {
     if (size <= medium_max_) return SizeKind::kSegregated;
@@ -41,11 +70,12 @@ class SizeClasses {
   }
   const ClassInfo& info(uint32_t cls) const { return info_[cls]; }
   uint32_t first_class() const { return kMinObject / kGranule; }
-  uint32_t last_class() const { return medium_max_ / kGranule; }
+  uint32_t last_class() const { return class_of(medium_max_); }
   uint32_t medium_max() const { return medium_max_; }
   uint32_t large_max() const { return large_max_; }
 
-  // The index of the object holding in-block offset `off`, exactly.
+  // The index of the object holding in-block offset `off`, exactly at every
+  // object start (object_index(c, k * size) == k), which is all free needs.
   static uint32_t object_index(const ClassInfo& c, uint32_t off) {
     return static_cast<uint32_t>((uint64_t{off} * c.reciprocal) >> 32);
   }
@@ -55,5 +85,9 @@ class SizeClasses {
   uint32_t large_max_;
   ClassInfo info_[kMaxSegregatedClasses];
 };
+
+static_assert(SizeClasses::class_of(kMaxMediumMax) == kMaxSegregatedClasses - 1);
+static_assert(SizeClasses::size_of_class(kMaxSegregatedClasses - 1) == kMaxMediumMax);
+static_assert(SizeClasses::class_of(513) == kLinearClasses && SizeClasses::size_of_class(kLinearClasses) == 640);
 
 }  // namespace memd::heap

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 MEMD_VARIANTS = {
     "memd-immediate": {"MEMD_DISCARD": "immediate"},
     "memd-never": {"MEMD_DISCARD": "never"},
+    # The Vam paper's boundary: segregated classes stop at 496 bytes and
+    # everything to 32 KiB takes the large path (the foil for memd's classes
+    # up to 16 KiB).
+    "memd-paper-classes": {"MEMD_MEDIUM_MAX": "496"},
 }
 
 # Report order; glibc first because every ratio is taken against it.
@@ -23,7 +27,7 @@ ALL = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "memd"] + list(MEMD_VARIANTS
 # What runs without --allocators: memd-never answers a narrower question
 # (is discarding worth anything here?) and costs another column, so it is
 # opt-in.
-DEFAULT = [a for a in ALL if a != "memd-never"]
+DEFAULT = [a for a in ALL if a not in ("memd-never", "memd-paper-classes")]
 
 # The Debian runtime packages' libraries. tcmalloc_minimal is the variant
 # without the heap profiler, i.e. the one people actually preload.

@@ -77,7 +77,7 @@ v1::TelemetryReport ReportBuilder::build(const std::vector<HeapView>& heaps,
     for (uint32_t cls = 0; cls < heap::kMaxSegregatedClasses; ++cls) {
       const auto& c = h.counters.classes[cls];
       if (c.allocs == 0 && c.frees == 0) continue;
-      uint64_t size = uint64_t{cls} * heap::kGranule;
+      uint64_t size = heap::SizeClasses::size_of_class(cls);
       v1::ClassCounters* cc = hc->add_classes();
       cc->set_size_class(static_cast<uint32_t>(size));
       cc->set_allocations(c.allocs);

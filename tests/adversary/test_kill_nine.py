@@ -83,8 +83,11 @@ class KillNine(DaemonTest):
                 rc = victim.kill()
                 # It was killed while working, not dead already (a failed
                 # allocation, corrupt data), and it had allocated.
-                self.assertEqual(rc, -signal.SIGKILL,
-                                 f"churn {victim.ident} ended by itself: {victim.proc.returncode}, {victim.lines}")
+                if rc != -signal.SIGKILL:
+                    with hostile.Connection(self.daemon.socket) as c:
+                        region = c.stat(REGION).response
+                    self.fail(f"churn {victim.ident} ended by itself: {victim.proc.returncode}, {victim.lines}\n"
+                              f"region: {region}\n{self.tail_of_log()}")
                 self.assertGreater(victim.allocations(), 0, victim.lines)
                 kills.append((victim.ident, victim.allocations()))
                 churners[slot] = Churner(self.client, next_id)

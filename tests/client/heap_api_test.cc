@@ -171,11 +171,24 @@ TEST_F(HeapTest, ResizeKeepsContentsAndHonoursFlags) {
 }
 
 TEST_F(HeapTest, LargeObjectsGrowInPlaceIntoFreeSpace) {
-  void* a = heap_->alloc(1000);
-  EXPECT_EQ(heap_->resize(a, 6000), a);  // the rest of its large block is free
-  EXPECT_GE(heap_->size(a), 6000u);
-  EXPECT_EQ(heap_->resize(a, 2000), a);  // shrinks in place
+  void* a = heap_->alloc(17000);
+  EXPECT_EQ(heap_->resize(a, 30000), a);  // the rest of its large block is free
+  EXPECT_GE(heap_->size(a), 30000u);
+  EXPECT_EQ(heap_->resize(a, 20000), a);  // shrinks in place
   heap_->free(a);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AMidSizeObjectMovesToALargerClassWhenItGrowsPastItsOwn) {
+  auto* a = static_cast<unsigned char*>(heap_->alloc(1000));
+  EXPECT_EQ(heap_->size(a), 1024u);  // the class of 1024 bytes
+  std::memset(a, 9, 1000);
+  EXPECT_EQ(heap_->resize(a, 1024), a);  // still fits its class
+  auto* b = static_cast<unsigned char*>(heap_->resize(a, 6000));
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(heap_->size(b), 6144u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(b[i], 9) << i;
+  heap_->free(b);
   ExpectConsistent();
 }
 
@@ -306,7 +319,7 @@ TEST_F(HeapTest, BadFreesAreReportedAndDoNotCorruptTheHeap) {
 
 TEST_F(HeapTest, InvalidOptionsAreRejected) {
   HeapOptions o;
-  o.params.medium_max = 2000;  // beyond the segregated classes
+  o.params.medium_max = 2000;  // between two segregated classes
   auto h = Heap::create(o);
   EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
   o = HeapOptions{};
@@ -444,6 +457,88 @@ TEST_F(HeapTest, AThreadReusesTheHugeRunItFreedLast) {
   heap_->free(p);
   heap_->compact();  // kept runs go back too
   EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AThreadKeepsAsManyFreedHugeRunsAsItRecentlyAllocated) {
+  // Eight runs of 1 MiB at a time: the cache grows to what the thread asks
+  // for, past the single run (1 MiB) a thread kept before, so a second
+  // generation of the same sizes comes from the first's pages.
+  std::set<void*> first;
+  std::vector<void*> v;
+  for (int i = 0; i < 8; ++i) v.push_back(heap_->alloc((1 << 20) - 4096 * i));
+  for (void* p : v) first.insert(p);
+  uint64_t in_use = heap_->stat().pages_in_use;
+  for (void* p : v) heap_->free(p);
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use) << "the freed runs went back to the page heap";
+  for (int i = 7; i >= 0; --i) {
+    void* p = heap_->alloc((1 << 20) - 4096 * i);
+    EXPECT_EQ(first.count(p), 1u) << "run " << i << " was not reused";
+    heap_->free(p);
+  }
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AKeptHugeRunServesASomewhatSmallerRequestButNotAMuchSmallerOne) {
+  char* p = static_cast<char*>(heap_->alloc(100 * 4096));
+  std::memset(p, 7, 100 * 4096);
+  heap_->free(p);
+  // 90 pages: 100 is within a quarter more, so the run is reused as it is.
+  char* q = static_cast<char*>(heap_->alloc(90 * 4096));
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(heap_->size(q), 100u * 4096);
+  std::memset(q, 1, 90 * 4096);
+  // It shrinks in place when asked.
+  EXPECT_EQ(heap_->resize(q, 60 * 4096), q);
+  EXPECT_EQ(heap_->size(q), 60u * 4096);
+  heap_->free(q);
+  // 30 pages from a 60-page run would waste half: a run of its own.
+  char* r = static_cast<char*>(heap_->alloc(30 * 4096));
+  EXPECT_NE(r, q);
+  EXPECT_EQ(heap_->size(r), 30u * 4096);
+  heap_->free(r);
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, ACachedHugeRunIsNeitherLiveNorFreeableTwice) {
+  std::vector<void*> v;
+  for (int i = 0; i < 4; ++i) v.push_back(heap_->alloc(50000 + 10000 * i));
+  for (void* p : v) heap_->free(p);
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);
+  unsigned long errors = client::error_count();
+  for (void* p : v) {
+    EXPECT_EQ(heap_->addr(p), nullptr);
+    heap_->free(p);  // each a double free, caught though the run is kept
+  }
+  EXPECT_EQ(client::error_count(), errors + 4);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AHugeRequestFindsFreeSpaceSplitBetweenDirtyAndDiscardedRuns) {
+  HeapOptions o;
+  o.reserve_bytes = size_t{32} << 20;
+  o.params.dirty_decay_ms = 1u << 30;  // freed runs stay dirty until compact()
+  o.params.dirty_floor_pages = 1u << 20;
+  auto created = Heap::create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Heap& heap = **created;
+  constexpr size_t kRun = (size_t{1} << 20) + 4096;  // past what a thread keeps for itself
+  std::vector<void*> v;
+  while (void* p = heap.alloc(kRun)) v.push_back(p);
+  ASSERT_GE(v.size(), 8u);
+  // Every other run freed and discarded, then the rest freed and kept dirty:
+  // runs of one state alternate with runs of the other, none longer than one.
+  for (size_t i = 0; i < v.size(); i += 2) heap.free(v[i]);
+  heap.compact();
+  for (size_t i = 1; i < v.size(); i += 2) heap.free(v[i]);
+  EXPECT_GT(heap.stat().pages_dirty, 0u);
+  void* big = heap.alloc(3 * kRun);
+  EXPECT_NE(big, nullptr) << "the free space is all there, split by state";
+  heap.free(big);
   ExpectConsistent();
 }
 

@@ -66,13 +66,15 @@ TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
   std::vector<void*> small, large, huge;
   for (int i = 0; i < 1000; ++i) small.push_back(heap_->alloc(24));
   for (int i = 0; i < 300; ++i) small.push_back(heap_->alloc(100));  // class 104
-  for (int i = 0; i < 50; ++i) large.push_back(heap_->alloc(5000));
+  for (int i = 0; i < 70; ++i) small.push_back(heap_->alloc(5000));  // class 5120
+  for (int i = 0; i < 50; ++i) large.push_back(heap_->alloc(20000));
   for (int i = 0; i < 3; ++i) huge.push_back(heap_->alloc(1 << 20));
   heap::CounterSnapshot c = heap_->counters();
   EXPECT_EQ(c.classes[24 / heap::kGranule].allocs, 1000u);
   EXPECT_EQ(c.classes[104 / heap::kGranule].allocs, 300u);
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(5120)].allocs, 70u);
   EXPECT_EQ(c.large.allocs, 50u);
-  EXPECT_GE(c.large.alloc_bytes, 50u * 5000);
+  EXPECT_GE(c.large.alloc_bytes, 50u * 20000);
   EXPECT_EQ(c.huge.allocs, 3u);
   EXPECT_GE(c.huge.alloc_bytes, 3u << 20);
   EXPECT_EQ(total_frees(c), 0u);
@@ -82,6 +84,7 @@ TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
   c = heap_->counters();
   EXPECT_EQ(c.classes[24 / heap::kGranule].frees, 1000u);
   EXPECT_EQ(c.classes[104 / heap::kGranule].frees, 300u);
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(5000)].frees, 70u);
   EXPECT_EQ(c.large.frees, 50u);
   EXPECT_EQ(c.large.freed_bytes, c.large.alloc_bytes);
   EXPECT_EQ(c.huge.frees, 3u);
@@ -337,7 +340,7 @@ TEST_F(TelemetryTest, BigObjectsResizedInPlaceKeepLiveBytesExact) {
       *p = q;
       EXPECT_EQ(live_big(), heap_->size(large) + heap_->size(huge)) << "resized to " << to;
     };
-    for (size_t to : {size_t{12000}, size_t{30000}, size_t{9000}}) resize(&large, to);
+    for (size_t to : {size_t{17000}, size_t{30000}, size_t{24000}}) resize(&large, to);
     for (size_t to : {size_t{200000}, size_t{900000}, size_t{100000}}) resize(&huge, to);
     heap_->free(large);
     heap_->free(huge);

@@ -36,7 +36,11 @@ class LargeHeapTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(source_.reserve(size_t{256} << 20));
-    ASSERT_TRUE(region_format(source_, HeapParams{}, 16, 0x5eed));
+    // The paper's boundaries, so that the large heap serves everything from
+    // 497 bytes up, the whole range it can be given.
+    HeapParams params;
+    params.medium_max = 496;
+    ASSERT_TRUE(region_format(source_, params, 16, 0x5eed));
     r_ = Region::attach(source_.base());
     heap_.init(r_, 32768, 20, 0x5eed);
   }

@@ -74,12 +74,14 @@ class RecoveryTest : public ::testing::Test {
 TEST_F(RecoveryTest, AThreadHeapThatNeverDetached) {
   std::vector<Obj> live;
   for (int i = 0; i < 300; ++i) live.push_back(make(16 + (i % 60) * 8, 'a'));
-  for (int i = 0; i < 20; ++i) live.push_back(make(2000 + i * 700, 'b'));
+  for (int i = 0; i < 20; ++i) live.push_back(make(2000 + i * 700, 'b'));  // mid-size classes
+  for (int i = 0; i < 10; ++i) live.push_back(make(17000 + i * 1500, 'l'));  // large chunks
   live.push_back(make(300000, 'c'));
   // Freed objects of every kind: local free lists, quick-cached chunks, a
   // kept huge run.
   for (int i = 0; i < 100; ++i) heap_->free(make(16 + (i % 60) * 8, 'x').p);
   for (int i = 0; i < 5; ++i) heap_->free(make(3000, 'y').p);
+  for (int i = 0; i < 5; ++i) heap_->free(make(20000, 'y').p);
   heap_->free(make(200000, 'z').p);
   RecoveryReport rep = recover();
   EXPECT_EQ(rep.leaked_objects, 0u);
@@ -137,9 +139,9 @@ TEST_F(RecoveryTest, CountsAreRecomputedAndBrokenListsCut) {
 }
 
 TEST_F(RecoveryTest, ALargeBlockWithAGarbageChunkKeepsWhatPrecedesIt) {
-  Obj a = make(3000, 'a');
-  Obj b = make(5000, 'b');
-  Obj c = make(7000, 'c');
+  Obj a = make(17000, 'a');
+  Obj b = make(20000, 'b');
+  Obj c = make(24000, 'c');
   // Damage c's header: the walk stops there; a and b survive.
   auto* h = reinterpret_cast<ChunkHeader*>(c.p) - 1;
   h->size = 3;
@@ -152,8 +154,8 @@ TEST_F(RecoveryTest, ALargeBlockWithAGarbageChunkKeepsWhatPrecedesIt) {
 }
 
 TEST_F(RecoveryTest, RemoteFreesInFlightStayUntilTheyArrive) {
-  Obj a = make(3000, 'a');
-  Obj b = make(3000, 'b');
+  Obj a = make(17000, 'a');
+  Obj b = make(17000, 'b');
   PageIndex blk = block_of(a.p);
   // b was claimed by a remote free whose push has not happened yet.
   ASSERT_EQ(LargeHeap::claim_remote(r(), r().header->secret, blk, b.p), LargeFreeResult::kFreed);

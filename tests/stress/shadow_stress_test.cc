@@ -54,18 +54,25 @@ bool intact(const Shadow& s, size_t filled, size_t upto) {
   return ok;
 }
 
-// Per-mille shares of small, medium and large requests; the rest are huge.
+// Per-mille shares of requests by the default boundaries: small (to 128 B),
+// medium (the 8-byte classes to 512 B), mid (the classes four per doubling,
+// to 16 KiB), large (to 32 KiB); the rest are huge, half of them of a few
+// sizes close together (what a thread's huge-run cache reuses), half spread
+// to 1 MiB.
 struct SizeMix {
-  int small, medium, large;
+  int small, medium, mid, large;
 };
-constexpr SizeMix kMixed{700, 180, 110};
-constexpr SizeMix kLargeHeavy{100, 50, 840};
+constexpr SizeMix kMixed{600, 150, 150, 50};
+constexpr SizeMix kLargeHeavy{100, 50, 50, 750};
+constexpr SizeMix kHugeHeavy{100, 50, 50, 50};
 
 size_t random_size(std::mt19937_64& rng, const SizeMix& mix) {
   uint64_t r = rng() % 1000;
   if (r < uint64_t(mix.small)) return rng() % 129;
-  if (r < uint64_t(mix.small + mix.medium)) return 128 + rng() % 369;
-  if (r < uint64_t(mix.small + mix.medium + mix.large)) return 497 + rng() % 32300;
+  if (r < uint64_t(mix.small + mix.medium)) return 128 + rng() % 385;
+  if (r < uint64_t(mix.small + mix.medium + mix.mid)) return 513 + rng() % (16384 - 512);
+  if (r < uint64_t(mix.small + mix.medium + mix.mid + mix.large)) return 16385 + rng() % 16384;
+  if (rng() % 2 == 0) return 32769 + (rng() % 4) * 20000 + rng() % 9000;
   return 32769 + rng() % (1 << 20);
 }
 
@@ -199,6 +206,13 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
 // the other threads go on allocating from pages the exiting one gives back.
 TEST(ShadowStress, LargeObjectsAcrossThreadExitsStayIntact) {
   run_stress(kLargeHeavy, ops_per_thread() / 4);
+}
+
+// Mostly huge runs, freed by whichever thread holds them: each lands in the
+// freeing thread's huge-run cache and is handed out again, whole or for a
+// slightly smaller request, by that thread; the caches go back at exit.
+TEST(ShadowStress, HugeRunsReusedAcrossThreadsStayIntact) {
+  run_stress(kHugeHeavy, ops_per_thread() / 8);
 }
 
 }  // namespace
