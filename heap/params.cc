@@ -10,6 +10,8 @@ namespace memd::heap {
 bool params_valid(const HeapParams& p) {
   return p.small_max % kGranule == 0 && p.medium_max % kGranule == 0 && p.small_max >= kMinObject &&
          p.small_max < p.medium_max && p.medium_max <= kMaxMediumMax &&
+         // a mid-size block of at most kMaxMidBlockPages must hold kMinObjectsPerMidBlock
+         p.medium_max <= kMaxMidBlockPages * kPageSize / kMinObjectsPerMidBlock &&
          SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
          p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit && p.small_block_pages >= 1 &&
          p.medium_block_pages >= 1 && p.small_max <= p.small_block_pages * kPageSize &&

@@ -95,6 +95,8 @@ TEST(SizeClasses, AMediumMaxThatIsNoClassSizeIsRejected) {
   EXPECT_FALSE(params_valid(p));
   p.medium_max = 1024;
   EXPECT_TRUE(params_valid(p));
+  p.medium_max = 20480;  // a class, but 4 objects do not fit the largest mid block
+  EXPECT_FALSE(params_valid(p));
   p.medium_max = 40960;  // past the largest class
   p.large_max = 32768;
   EXPECT_FALSE(params_valid(p));
