@@ -148,24 +148,41 @@ PageIndex run_free_coalesced(const Region& r, PageIndex first, PageCount n, uint
   return first;
 }
 
-// Best fit among runs of `bins`: the first nonempty exact bin at or above
-// the request, or the smallest fitting run of a power-of-two bin.
-PageIndex bins_find(const Region& r, const RunBins& bins, PageCount n) {
-  uint32_t bin = bin_of(n);
-  if (bin >= kExactRunBins && bins.head[bin] != kNoPage) {
-    PageIndex best = kNoPage;
-    uint32_t scanned = 0;
-    for (PageIndex p = bins.head[bin]; p != kNoPage && scanned < 64; p = r.block(p).next, ++scanned) {
-      uint32_t have = r.block(p).pages.value;
-      if (have >= n.value && (best == kNoPage || have < r.block(best).pages.value)) best = p;
-    }
-    if (best != kNoPage) return best;
-    ++bin;
+// The better of two fitting runs: the smaller, then the lower address (the
+// low end fills first and the high end keeps long runs). kNoPage loses.
+PageIndex better_fit(const Region& r, PageIndex a, PageIndex b) {
+  if (a == kNoPage) return b;
+  if (b == kNoPage) return a;
+  uint32_t na = r.block(a).pages.value, nb = r.block(b).pages.value;
+  if (na != nb) return na < nb ? a : b;
+  return a.value < b.value ? a : b;
+}
+
+// Best fit among the first `limit` runs of a bin holding at least `n` pages.
+PageIndex bin_best_fit(const Region& r, PageIndex head, PageCount n, uint32_t limit) {
+  PageIndex best = kNoPage;
+  uint32_t scanned = 0;
+  for (PageIndex p = head; p != kNoPage && scanned < limit; p = r.block(p).next, ++scanned) {
+    if (r.block(p).pages.value >= n.value) best = better_fit(r, best, p);
   }
+  return best;
+}
+
+// Best fit among runs of `bins`: a run of the request's own bin (exact, or
+// the smallest fitting of a power-of-two bin), else the best of the first
+// nonempty bin above. Scans are bounded; within a bin, lower addresses win.
+PageIndex bins_find(const Region& r, const RunBins& bins, PageCount n) {
+  constexpr uint32_t kScan = 16;
+  uint32_t bin = bin_of(n);
+  if (bins.head[bin] != kNoPage) {
+    PageIndex best = bin_best_fit(r, bins.head[bin], n, kScan);
+    if (best != kNoPage) return best;
+  }
+  ++bin;
   for (uint32_t w = bin / 64; w < kRunBinWords; ++w) {
     uint64_t bits = bins.nonempty[w];
     if (w == bin / 64) bits &= ~uint64_t{0} << (bin % 64);
-    if (bits) return bins.head[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))];
+    if (bits) return bin_best_fit(r, bins.head[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))], n, kScan);
   }
   return kNoPage;
 }
@@ -270,8 +287,13 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
     errno = ENOMEM;
     return {};
   }
-  PageIndex run = bins_find(r, r.header->page_heap.dirty, need);
-  if (run == kNoPage) run = bins_find(r, r.header->page_heap.clean, need);
+  // Dirty runs cost no page faults, so a dirty run wins a tie; but a clean
+  // run that fits better wins: taking a small block from a long dirty run
+  // (a freed huge object, say) would cut the long runs that big requests need.
+  PageIndex dirty = bins_find(r, r.header->page_heap.dirty, need);
+  PageIndex clean = bins_find(r, r.header->page_heap.clean, need);
+  PageIndex run = dirty;
+  if (clean != kNoPage && (dirty == kNoPage || r.block(clean).pages.value < r.block(dirty).pages.value)) run = clean;
   if (run == kNoPage) {
     if (!grow(r, source, need)) return {};
     run = bins_find(r, r.header->page_heap.clean, need);

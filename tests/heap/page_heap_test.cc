@@ -178,5 +178,23 @@ TEST_F(PageHeapTest, RandomAllocFreeKeepsEveryInvariant) {
   ExpectConsistent();
 }
 
+TEST_F(PageHeapTest, ASmallRequestTakesAFittingCleanRunBeforeCuttingALongDirtyOne) {
+  PageIndex small = Alloc(4);
+  Alloc(1);
+  PageIndex long_run = Alloc(400);
+  Alloc(1);
+  page_heap_free(region_, small, PageCount{4}, 0);
+  PurgeBatch batch;  // the 4 free pages become a clean run
+  page_heap_select_purge(region_, 0, 0, 0, &batch);
+  ASSERT_EQ(batch.count, 1u);
+  page_heap_finish_purge(region_, &batch);
+  page_heap_free(region_, long_run, PageCount{400}, 0);  // dirty
+  EXPECT_EQ(Alloc(4), small);
+  EXPECT_EQ(region_.block(long_run).pages.value, 400u) << "the long dirty run was cut";
+  // A dirty run of the same fit still wins over a clean one.
+  EXPECT_EQ(Alloc(400), long_run);
+  ExpectConsistent();
+}
+
 }  // namespace
 }  // namespace memd::heap
