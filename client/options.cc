@@ -30,7 +30,7 @@ constexpr Option kOptions[] = {
     {"MEMD_SMALL_MAX", "120", "largest small object (1-page blocks)"},
     {"MEMD_MEDIUM_MAX", "16384", "largest medium (segregated, headerless) object; a class size"},
     {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
-    {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block"},
+    {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block (at most 2048)"},
     {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
     {"MEMD_QUIET", "0", "1: do not report heap errors on stderr"},
     {"MEMD_TELEMETRY", "", "1: report to memd (default: on for its clients, off for the process heap)"},
@@ -139,7 +139,7 @@ ArenaOptions process_arena_options() {
   if (!heap::params_valid(o.params)) {
     warn("memd: MEMD_SMALL_MAX/MEDIUM_MAX/LARGE_MAX/LARGE_BLOCK_PAGES out of range "
          "(small up to 512 bytes, medium a class size up to 32768, large objects up to 32768 bytes, "
-         "boundaries in order); using the defaults\n");
+         "blocks up to 2048 pages, boundaries in order); using the defaults\n");
     heap::HeapParams defaults;
     o.params.small_max = defaults.small_max;
     o.params.medium_max = defaults.medium_max;

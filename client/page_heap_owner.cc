@@ -112,7 +112,7 @@ AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId 
     }
     BlockDesc& b = region_.block(p);
     bool full = kind == PageKind::kSegregated && b.used * classes_.info(cls).size >= classes_.info(cls).end &&
-                b.remote_head.load(std::memory_order_acquire) == 0;
+                b.remote.load(std::memory_order_acquire) == 0;
     if (full) {
       link = &b.next;
       continue;
@@ -137,7 +137,7 @@ AcquiredBlock PageHeapOwner::acquire(PageKind kind, uint16_t cls, heap::OwnerId 
   }
   unpoison(region_, run.first, PageCount{pages});
   BlockDesc& b = region_.block(run.first);
-  b.remote_head.store(0, std::memory_order_relaxed);
+  b.remote.store(0, std::memory_order_relaxed);
   b.pending_next.store(0, std::memory_order_relaxed);
   b.prev = b.next = kNoPage;
   heap::set_owner(b, owner);
@@ -174,7 +174,7 @@ void PageHeapOwner::sweep_abandoned_locked(uint32_t now) {
       }
       BlockDesc& b = region_.block(p);
       bool empty = false;
-      if (b.remote_head.load(std::memory_order_acquire) != 0) {
+      if (b.remote.load(std::memory_order_acquire) != 0) {
         empty = b.kind == PageKind::kLarge
                     ? heap::LargeHeap::collect_abandoned(region_, p)
                     : (heap::block_collect_remote(b, region_.page_address(p)), b.used == 0);

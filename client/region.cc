@@ -16,6 +16,7 @@
 #include "client/region_impl.h"
 #include "heap/recovery.h"
 #include "heap/region_format.h"
+#include "heap/region_upgrade.h"
 
 #if defined(MEMD_SANITIZER_ADDRESS)
 #include <sanitizer/asan_interface.h>
@@ -63,8 +64,9 @@ void forward_source_event(void* context, const disciplines::SourceEventInfo& inf
 }
 
 // Reads and validates the header of an object before mapping it. Returns
-// where the region prefers to be mapped.
-absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m) {
+// where the region prefers to be mapped. A region of an older format is
+// accepted only by an owner (`as_owner`), which upgrades it once mapped.
+absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m, bool as_owner) {
   alignas(heap::RegionHeader) unsigned char bytes[sizeof(heap::RegionHeader)] = {};
   const auto& h = *reinterpret_cast<const heap::RegionHeader*>(bytes);
   size_t len = source.length();
@@ -77,6 +79,9 @@ absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, M
   switch (e) {
     case heap::FormatError::kOk:
       break;
+    case heap::FormatError::kUpgradable:
+      if (as_owner) break;
+      return absl::FailedPreconditionError(msg);
     case heap::FormatError::kVersion:
     case heap::FormatError::kPageSize:
     case heap::FormatError::kIncompatible:
@@ -323,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
 namespace {
 
 absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, Discipline d, Method m,
-                                                         bool read_only, uint64_t* preferred_base) {
+                                                         bool read_only, bool as_owner, uint64_t* preferred_base) {
   if (absl::Status s = check_name(name, d); !s.ok()) return s;
   auto impl = std::make_unique<RegionImpl>();
   impl->name = std::string(name);
@@ -334,7 +339,7 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
   absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(d), name, so);
   if (!src.ok()) return src.status();
   impl->source = std::move(*src);
-  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m);
+  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m, as_owner);
   if (!base.ok()) return base.status();
   *preferred_base = *base;
   impl->source->set_event_handler(forward_source_event, impl.get());
@@ -345,15 +350,39 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
 
 namespace {
 
+// Brings a region of an older format (accepted by read_header for an owner)
+// to this build's, in place, before recovery reads it. Only with the region
+// to itself: a client of the previous owner that still runs would go on
+// writing the old format.
+absl::Status upgrade_format(RegionImpl* r) {
+  heap::RegionHeader& h = *r->region.header;
+  if (h.version == heap::kFormatVersion) return absl::OkStatus();
+  for (uint32_t i = 0; i < h.max_clients; ++i) {
+    const heap::LeaseSlot& l = r->region.leases[i];
+    if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
+    if (client::process_start_time(l.pid) != l.start_time) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        r->name, ": region format version ", h.version, " needs an upgrade to version ", heap::kFormatVersion,
+        ", which cannot be made while a client of the previous owner still runs on it (pid ", l.pid, ")"));
+  }
+  uint64_t leaked = 0;
+  if (!heap::region_upgrade(r->region, *r->source, &leaked)) {
+    return absl::FailedPreconditionError(absl::StrCat(r->name, ": cannot upgrade region format version ", h.version));
+  }
+  h.leaked_objects += leaked;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<RegionImpl>> open_as_owner(std::string_view name, Discipline discipline,
                                                           Method method, std::vector<Region::KeptLease>* kept) {
   uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, &preferred);
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, true, &preferred);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
   r->region = attach_view(*r->source);
+  if (absl::Status s = upgrade_format(r); !s.ok()) return s;
   // Clients of a previous owner are kept only by an owner that serves them
   // (the daemon), which does not allocate itself.
   if (absl::Status s = take_ownership(r, kept == nullptr, kept); !s.ok()) return s;
@@ -384,7 +413,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
                                                        std::string_view owner_socket, bool read_only,
                                                        Method method) {
   uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, read_only, &preferred);
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl =
+      map_existing(name, discipline, method, read_only, false, &preferred);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
@@ -407,7 +437,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach_leased(std::string_view o
                                                               std::unique_ptr<client::LeaseChannel> channel,
                                                               const client::ClientLease& lease) {
   uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, &preferred);
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, false, &preferred);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   r->channel = std::move(channel);  // from here on, failing returns the lease (the channel's end)

@@ -2,24 +2,28 @@
 
 namespace memd::heap {
 
-uint32_t block_collect_remote(BlockDesc& b, char* base) {
-  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+namespace {
+
+// The checked collection of a list taken from B. One read-only walk finds
+// the tail and the count, and whether any object lies past the bump pointer.
+// A list longer than the block can hold has a cycle, one that leaves the
+// block is garbage, and one with more objects than are out cannot be true:
+// it is dropped whole, leaking its objects, before anything reaches the free
+// list twice.
+uint32_t collect_walking(BlockDesc& b, char* base, uint32_t head) {
   if (head == 0) return 0;
-  // One read-only walk finds the tail. A list longer than the block can hold
-  // has a cycle (a double free that raced with itself): it is dropped whole,
-  // leaking its objects, before anything reaches the free list twice.
   uint32_t limit = b.end / 16 + 1;
-  uint32_t n = 0;
-  bool bogus = false;
+  uint32_t n = 0, kept = 0;
   char* tail = nullptr;
   for (uint32_t h = head; h != 0; h = link_of(tail)) {
-    if (++n > limit) return UINT32_MAX;
+    if (++n > limit || h - 1 >= b.end) return UINT32_MAX;
     // A remote free cannot see the bump pointer: an object past it was never
     // handed out.
-    bogus |= h - 1 >= b.bump;
+    kept += h - 1 < b.bump;
     tail = base + h - 1;
   }
-  if (!bogus) {
+  if (kept > b.used) return UINT32_MAX;
+  if (kept == n) {
     link_of(tail) = b.free_head;
     b.free_head = head;
     b.used -= n;
@@ -41,6 +45,36 @@ uint32_t block_collect_remote(BlockDesc& b, char* base) {
   return n;
 }
 
+}  // namespace
+
+uint32_t block_collect_remote(BlockDesc& b, char* base) {
+  uint64_t w = b.remote.exchange(0, std::memory_order_seq_cst);
+  if (w == 0) return 0;
+  RemoteList l = RemoteList::unpack(w);
+  // Every object below `end` was handed out, and every push is of an object
+  // start below `end` (free checks both): the list holds no object that was
+  // never allocated, as long as the word is sane.
+  bool whole = b.bump >= b.end && l.count != 0 && l.count <= b.used && l.head != 0 && l.tail != 0 &&
+               l.head - 1 < b.end && l.tail - 1 < b.end;
+  if (__builtin_expect(whole, 1)) {
+    if (b.free_head == 0) {
+      b.free_head = l.head;
+      b.used -= l.count;
+      return l.count;
+    }
+    // The tail's link is 0, as its push wrote it; anything else says the
+    // word and the objects disagree.
+    char* tail = base + l.tail - 1;
+    if (link_of(tail) == 0) {
+      link_of(tail) = b.free_head;
+      b.free_head = l.head;
+      b.used -= l.count;
+      return l.count;
+    }
+  }
+  return collect_walking(b, base, l.head);
+}
+
 bool block_object_is_free(const BlockDesc& b, const char* base, uint32_t in_block) {
   if (in_block >= b.bump) return true;
   uint32_t limit = b.end / 16 + 1;
@@ -48,7 +82,7 @@ bool block_object_is_free(const BlockDesc& b, const char* base, uint32_t in_bloc
     if (h - 1 == in_block) return true;
   }
   limit = b.end / 16 + 1;
-  for (uint32_t h = b.remote_head.load(std::memory_order_acquire); h != 0 && limit--;
+  for (uint32_t h = RemoteList::head_of(b.remote.load(std::memory_order_acquire)); h != 0 && limit--;
        h = *reinterpret_cast<const uint32_t*>(base + h - 1)) {
     if (h - 1 == in_block) return true;
   }
@@ -62,7 +96,7 @@ void block_init(BlockDesc& b, uint16_t cls, uint32_t end, bool zeroed) {
   b.cls = cls;
   b.flags = zeroed ? kBlockFreshBump : 0;
   b.prev = b.next = kNoPage;
-  b.remote_head.store(0, std::memory_order_relaxed);
+  b.remote.store(0, std::memory_order_relaxed);
   b.pending_next.store(0, std::memory_order_relaxed);
   // `end` last: after a crash, a block whose end is 0 never held an object.
   std::atomic_signal_fence(std::memory_order_release);

@@ -19,11 +19,14 @@ struct SegregatedCounts {
 
 // Walks a free list of a segregated block, marking each object in `seen`.
 // Returns the length, or -1 with `why` set if the list leaves the block,
-// misses an object boundary, passes the bump pointer or repeats.
+// misses an object boundary, passes the bump pointer or repeats. *last (if
+// given) gets the last entry (in-block offset + 1, 0: empty list).
 int walk_free_list(uint32_t head, const char* base, const BlockDesc& b, uint32_t size,
-                   uint64_t* seen, const char** why) {
+                   uint64_t* seen, const char** why, uint32_t* last = nullptr) {
   int n = 0;
+  if (last != nullptr) *last = 0;
   for (uint32_t h = head; h != 0; h = *reinterpret_cast<const uint32_t*>(base + h - 1)) {
+    if (last != nullptr) *last = h;
     uint32_t off = h - 1;
     if (off >= b.bump || off % size != 0) {
       *why = "free list points outside the allocated part of the block";
@@ -51,8 +54,8 @@ bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, 
   const ClassInfo& c = classes.info(b.cls);
   // A block leased but not yet initialized by a thread heap (a client's
   // spare): no object was ever handed out.
-  if (b.end == 0 && b.bump == 0 && b.used == 0 && b.free_head == 0 &&
-      b.remote_head.load(std::memory_order_acquire) == 0) {
+  uint64_t remote_word = b.remote.load(std::memory_order_acquire);
+  if (b.end == 0 && b.bump == 0 && b.used == 0 && b.free_head == 0 && remote_word == 0) {
     *out = {};
     return true;
   }
@@ -68,8 +71,15 @@ bool check_segregated(const Region& r, const SizeClasses& classes, PageIndex p, 
   const char* base = r.page_address(p);
   int local = walk_free_list(b.free_head, base, b, c.size, seen, why);
   if (local < 0) return false;
-  int remote = walk_free_list(b.remote_head.load(std::memory_order_acquire), base, b, c.size, seen, why);
+  RemoteList rl = RemoteList::unpack(remote_word);
+  uint32_t remote_tail = 0;
+  int remote = walk_free_list(rl.head, base, b, c.size, seen, why, &remote_tail);
   if (remote < 0) return false;
+  // The owner takes the list whole on the word's say: it must tell the truth.
+  if (rl.count != static_cast<uint32_t>(remote) || rl.tail != remote_tail) {
+    *why = "remote list's count or tail disagrees with its objects";
+    return false;
+  }
   out->handed_out = b.bump / c.size;
   out->local_free = static_cast<uint32_t>(local);
   out->remote_free = static_cast<uint32_t>(remote);

@@ -232,7 +232,9 @@ LargeFreeResult LargeHeap::claim_remote(const Region& r, uint64_t secret, PageIn
 
 bool LargeHeap::collect_remote(PageIndex block) {
   BlockDesc& b = region_.block(block);
-  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+  // Every chunk is released (merged with its neighbours) one by one, so the
+  // list is walked whatever its count says.
+  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_seq_cst));
   char* base = region_.page_address(block);
   bool empty = false;
   uint32_t limit = block_bytes_ / min_chunk_ + 1;
@@ -290,7 +292,7 @@ bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
   BlockDesc& b = r.block(block);
   char* base = r.page_address(block);
   uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
-  uint32_t head = b.remote_head.exchange(0, std::memory_order_seq_cst);
+  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_seq_cst));
   for (uint32_t limit = bytes / kPageSize * 8; head != 0 && limit--;) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);
     head = *reinterpret_cast<uint32_t*>(c + 1);

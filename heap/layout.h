@@ -26,7 +26,11 @@
 namespace memd::heap {
 
 inline constexpr uint64_t kRegionMagic = 0x6d656d642d726567ull;  // "memd-reg"
-inline constexpr uint32_t kFormatVersion = 2;
+// 3: BlockDesc's remote list is one 64-bit word holding head, tail and count
+// (RemoteList below); version 2 kept only a 32-bit head at byte 48. An owner
+// opening a version-2 region upgrades it in place (region_upgrade.h).
+inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kOldestUpgradableVersion = 2;
 
 enum class PageKind : uint8_t {
   kUncommitted = 0,  // never handed out (reads as zero)
@@ -72,6 +76,67 @@ inline constexpr uint8_t kBlockCached = 4;     // empty, kept in the owner's cac
 // thread that allocates the run and by the one that frees it.
 inline constexpr uint8_t kBlockSampled = 8;
 
+// A block's list of remotely freed objects, packed into one 64-bit word so
+// that a push changes head, tail and count in one CAS and the owner takes all
+// three with one exchange: it learns how many objects it got, and where the
+// list ends, without reading a single one of them (each a cache line the
+// freeing thread wrote last).
+//
+//   bits  0..20  head:  in-block granule index + 1 of the object pushed last (0: empty)
+//   bits 21..41  tail:  granule index + 1 of the object pushed first, whose link is 0
+//   bits 42..63  count: objects on the list
+//
+// Objects link to each other as on the local free list: in-block offset + 1
+// of the next one in their first 4 bytes (a large chunk: in its payload's).
+// A granule is 8 bytes; every segregated object and every large chunk header
+// starts on one. 21 bits of granules cover blocks of kMaxBlockPages pages
+// (params.h), and 22 bits of count every object such a block can hold; a
+// count that wraps (only a corrupt list could) lands out of the word.
+//
+// Why 64 bits rather than a 32-bit word of head and count (16 bits each,
+// which fits blocks of up to 128 pages): the tail. Without it the owner must
+// still walk the list whenever its local free list is not empty, to append
+// one list to the other, and in the cross-thread-free workloads that is most
+// collections (about two thirds of the objects collected in wl_cross_free).
+// The wider word costs nothing in the BlockDesc: it takes the place of the
+// 32-bit head and the padding beside it.
+struct RemoteList {
+  uint32_t head = 0;   // in-block offset + 1 of the first object, 0: empty
+  uint32_t tail = 0;   // in-block offset + 1 of the last object
+  uint32_t count = 0;  // objects on the list
+
+  static constexpr unsigned kLinkBits = 21;
+  static constexpr uint64_t kLinkMask = (uint64_t{1} << kLinkBits) - 1;
+  static constexpr unsigned kCountShift = 2 * kLinkBits;
+  static constexpr uint64_t kCountOne = uint64_t{1} << kCountShift;
+  static constexpr uint32_t kMaxCount = (uint32_t{1} << (64 - kCountShift)) - 1;
+  // The largest in-block offset a link field can hold.
+  static constexpr uint64_t kMaxOffset = (kLinkMask - 1) * 8;
+
+  // A link (in-block offset + 1, 0: none) as a field of the word, and back.
+  // REQUIRES: the offset is a multiple of 8 and at most kMaxOffset.
+  static constexpr uint64_t field(uint32_t link) { return link == 0 ? 0 : uint64_t{(link - 1) >> 3} + 1; }
+  static constexpr uint32_t link(uint64_t field) {
+    return field == 0 ? 0 : static_cast<uint32_t>(((field - 1) << 3) + 1);
+  }
+
+  static constexpr RemoteList unpack(uint64_t w) {
+    return {link(w & kLinkMask), link(w >> kLinkBits & kLinkMask), static_cast<uint32_t>(w >> kCountShift)};
+  }
+  constexpr uint64_t pack() const {
+    return field(head) | field(tail) << kLinkBits | uint64_t{count} << kCountShift;
+  }
+  // The head alone (whether the list is empty, and where a walk starts).
+  static constexpr uint32_t head_of(uint64_t w) { return link(w & kLinkMask); }
+};
+static_assert(uint64_t{kMaxBlockPages} * kPageSize - 8 <= RemoteList::kMaxOffset,
+              "a remote list's links cover every object of the largest block");
+static_assert(uint64_t{kMaxBlockPages} * kPageSize / 16 <= RemoteList::kMaxCount,
+              "a remote list's count covers every object of the largest block");
+static_assert(RemoteList::unpack(RemoteList{4097, 17, 5}.pack()).head == 4097);
+static_assert(RemoteList::unpack(RemoteList{4097, 17, 5}.pack()).tail == 17);
+static_assert(RemoteList::unpack(RemoteList{4097, 17, 5}.pack()).count == 5);
+
 // One per data page; only the entry of a block's (or free run's) first page is
 // used. One cache line each, so owners of neighbouring blocks never share one.
 struct alignas(64) BlockDesc {
@@ -93,13 +158,19 @@ struct alignas(64) BlockDesc {
   uint8_t run_state;   // free runs: a RunState
   uint8_t pad[3];
   // --- written by any thread of any process ---
-  std::atomic<uint32_t> remote_head;  // in-block offset + 1 of remotely freed objects
-  std::atomic<uint32_t> owner_word;   // owner << 1 | notified (see remote_free.h)
   std::atomic<uint32_t> pending_next; // link in the owner's pending stack
-  uint32_t pad2;
+  std::atomic<uint32_t> owner_word;   // owner << 1 | notified (see remote_free.h)
+  std::atomic<uint64_t> remote;       // remotely freed objects: a packed RemoteList
 };
 static_assert(sizeof(BlockDesc) == 64);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+// Where format version 3 keeps the shared atomics (docs/region-format.md).
+// Version 2 had remote_head (32 bits) at 48, owner_word at 52, pending_next
+// at 56 and padding at 60: owner_word stays put across the upgrade.
+static_assert(offsetof(BlockDesc, pending_next) == 48);
+static_assert(offsetof(BlockDesc, owner_word) == 52);
+static_assert(offsetof(BlockDesc, remote) == 56);
 
 // A thread heap's mailbox: blocks that received remote frees while the owner
 // was not looking are pushed here (see remote_free.h).

@@ -130,7 +130,7 @@ void* OwnerHeap::alloc_slow(uint32_t cls) {
         count_one(cl.counts->allocs);
         return p;
       }
-      if (b.remote_head.load(std::memory_order_relaxed) != 0 &&
+      if (b.remote.load(std::memory_order_relaxed) != 0 &&
           block_collect_remote(b, cl.cur_base) > 0) {
         continue;
       }
@@ -375,18 +375,22 @@ FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
   if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
   SegregatedFree f = segregated_free(p, d);
   if (!f.object_start) return FreeStatus::kInvalid;
-  if (tag_of(f.obj) == f.tag) return FreeStatus::kDoubleFree;
-  count_one(f.cl->counts->frees);
+  if (load_tag(f.obj) == f.tag) return FreeStatus::kDoubleFree;
   BlockDesc& b = *f.block;
   if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {
+    count_one(f.cl->counts->frees);
     if (f.in_block >= b.bump) return FreeStatus::kInvalid;
     uint32_t used = block_push_local(b, f.obj, f.in_block, f.tag);
     // A full block regains room, or a block other than the current one empties.
     if ((b.flags & kBlockFull) || (used == 0 && &b != f.cl->cur)) after_local_free(b);
     return FreeStatus::kOk;
   }
-  tag_of(f.obj) = f.tag;
-  if (remote_push(b, f.obj, f.in_block)) notify_owner(region_, PageIndex{d.block});
+  switch (block_free_remote(b, f.obj, f.in_block, f.tag)) {
+    case RemoteFree::kAlreadyFree: return FreeStatus::kDoubleFree;  // lost a race with another free
+    case RemoteFree::kPushedFirst: notify_owner(region_, PageIndex{d.block}); break;
+    case RemoteFree::kPushed: break;
+  }
+  count_one(f.cl->counts->frees);
   return FreeStatus::kOk;
 }
 

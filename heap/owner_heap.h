@@ -20,7 +20,7 @@
 //       ours, block stays on its list: block_push_local
 //     free_slow(p)                                    [out of line]
 //       block was full / becomes empty -> after_local_free
-//       another owner's block: remote_push + notify_owner   [lock-free]
+//       another owner's block: block_free_remote + notify_owner   [lock-free]
 //       large: free_big (the owner's unsampled chunk: quick cache)
 //       huge: free_huge_object (a run up to 1 MiB: this thread's huge cache)
 #pragma once
@@ -97,7 +97,7 @@ class OwnerHeap {
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
     SegregatedFree f = segregated_free(p, d);
     BlockDesc& b = *f.block;
-    if (__builtin_expect(!f.object_start || tag_of(f.obj) == f.tag ||
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
                              owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
                              f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
                          0)) {

@@ -14,7 +14,9 @@ bool params_valid(const HeapParams& p) {
          p.medium_max <= kMaxMidBlockPages * kPageSize / kMinObjectsPerMidBlock &&
          SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
          p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit && p.small_block_pages >= 1 &&
-         p.medium_block_pages >= 1 && p.small_max <= p.small_block_pages * kPageSize &&
+         p.medium_block_pages >= 1 && p.small_block_pages <= kMaxBlockPages &&
+         p.medium_block_pages <= kMaxBlockPages && p.large_block_pages <= kMaxBlockPages &&
+         p.small_max <= p.small_block_pages * kPageSize &&
          p.small_max <= kLinearMax && p.medium_block_pages <= kMaxMidBlockPages &&
          std::min(p.medium_max, kLinearMax) <= p.medium_block_pages * kPageSize &&
          uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max <= uint64_t{p.large_block_pages} * kPageSize &&

@@ -44,9 +44,13 @@ struct HeapParams {
   uint32_t empty_blocks_per_class = 1;  // empty blocks a thread heap keeps per class
 };
 
+// The longest block (segregated or large) a heap may use: 8 MiB. Bounded by
+// the links of a block's remote list (RemoteList in layout.h).
+inline constexpr uint32_t kMaxBlockPages = 2048;
+
 // Whether the parameters describe a heap this code can run: boundaries in
 // order, classes and objects that fit their blocks, large_max within the
-// large-object table.
+// large-object table, blocks of at most kMaxBlockPages.
 bool params_valid(const HeapParams& params);
 
 }  // namespace memd::heap

@@ -70,7 +70,7 @@ bool reset_ownerless(BlockDesc& b, PageKind kind) {
   b.prev = b.next = kNoPage;
   b.pending_next.store(0, std::memory_order_relaxed);
   if (b.end != 0) return true;
-  b.remote_head.store(0, std::memory_order_relaxed);
+  b.remote.store(0, std::memory_order_relaxed);
   return false;
 }
 
@@ -94,8 +94,9 @@ bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex bl
   }
   uint64_t seen[(kPageSize * 16 / kMinObject) / 64] = {};
   uint32_t free_count = keep_good_prefix(base, &b.free_head, info.size, b.bump, seen, leaked);
-  // The remote list, taken whole, is appended object by object.
-  uint32_t remote = b.remote_head.exchange(0, std::memory_order_acq_rel);
+  // The remote list, taken whole, is appended object by object (checked
+  // like the local one: its count and tail are not trusted here).
+  uint32_t remote = RemoteList::head_of(b.remote.exchange(0, std::memory_order_acq_rel));
   uint32_t kept_remote = keep_good_prefix(base, &remote, info.size, b.bump, seen, leaked);
   for (uint32_t h = remote, n = 0; h != 0 && n < kept_remote; ++n) {
     char* p = base + h - 1;
@@ -119,7 +120,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   // Chunks on the remote list are free. A chunk marked remote but not on
   // the list is a free by a live process caught between its claim and its
   // push: it arrives on the list later, and stays unfree until then.
-  uint32_t head = b.remote_head.exchange(0, std::memory_order_acq_rel);
+  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_acq_rel));
   for (uint32_t n = 0; head != 0 && n < bytes / 16; ++n) {
     if (head - 1 >= bytes - sizeof(ChunkHeader)) break;
     auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);  // entries are chunk offsets + 1

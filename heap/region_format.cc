@@ -115,9 +115,10 @@ FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* 
     return fail(FormatError::kNotARegion, "not a memd region (magic %016llx, expected %016llx)",
                 static_cast<unsigned long long>(h.magic), static_cast<unsigned long long>(kRegionMagic));
   }
-  if (h.version != kFormatVersion) {
-    return fail(FormatError::kVersion, "region format version %u; this build reads version %u",
-                h.version, kFormatVersion);
+  bool upgradable = h.version >= kOldestUpgradableVersion && h.version < kFormatVersion;
+  if (h.version != kFormatVersion && !upgradable) {
+    return fail(FormatError::kVersion, "region format version %u; this build reads version %u%s", h.version,
+                kFormatVersion, h.version < kFormatVersion ? " (and upgrades older ones from version 2)" : "");
   }
   if (h.page_size != kPageSize) {
     return fail(FormatError::kPageSize, "region made with %u-byte pages; this build uses %zu",
@@ -159,6 +160,12 @@ FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* 
     return fail(FormatError::kTruncated, "truncated: %llu bytes, the region needs %llu",
                 static_cast<unsigned long long>(object_bytes),
                 static_cast<unsigned long long>(h.total_bytes));
+  }
+  if (upgradable) {
+    return fail(FormatError::kUpgradable,
+                "region format version %u; this build reads version %u and upgrades the region in place "
+                "when its owner opens it (the daemon, or Region::open), with no older client attached",
+                h.version, kFormatVersion);
   }
   return FormatError::kOk;
 }

@@ -41,7 +41,8 @@ enum class FormatError {
   kOk = 0,
   kTooSmall,       // shorter than a header
   kNotARegion,     // wrong magic
-  kVersion,        // another format version
+  kVersion,        // another format version (newer, or older than this build upgrades)
+  kUpgradable,     // an older version its owner can upgrade in place (region_upgrade.h)
   kPageSize,       // made with another page size
   kIncompatible,   // header size, size classes or parameters this build cannot run
   kCorrupt,        // offsets or counts that do not fit together
@@ -50,7 +51,10 @@ enum class FormatError {
 
 // Checks the header `h` of an object `object_bytes` long. On error writes a
 // message (naming the field, what was found and what was expected) to `why`.
-// Only the first sizeof(RegionHeader) bytes are read.
+// Only the first sizeof(RegionHeader) bytes are read. A region of an older
+// version this build can upgrade is checked like a current one and is
+// kUpgradable when all else is right (with a message saying who can
+// upgrade it): usable only after region_upgrade.
 FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* why, size_t why_size);
 
 }  // namespace memd::heap

@@ -3,7 +3,7 @@
 // in the region.
 //
 //   remote free of p in block B (any thread, any process):
-//     push p on B.remote_head (CAS)
+//     push p on B.remote (CAS of head, tail and count: layout.h RemoteList)
 //     if the list was empty: notify(B)
 //   notify(B):
 //     w = B.owner_word; if notified or no owner: done (someone else will tell,
@@ -32,14 +32,24 @@ inline uint32_t slot_of(OwnerId id) { return id & (kMaxOwnerSlots - 1); }
 inline uint32_t generation_of(OwnerId id) { return id >> kOwnerSlotBits; }
 
 // Pushes in-block offset `in_block` (whose first 4 bytes at `p` hold the link)
-// on B's remote list. Returns true if the list was empty before.
+// on B's remote list, counting it. Returns true if the list was empty before.
+// The first object pushed on an empty list is its tail until the owner takes
+// the list. REQUIRES: in_block is a multiple of 8, at most RemoteList::kMaxOffset.
+// This is the bare push: a free claims the object first (block_free_remote,
+// LargeHeap::claim_remote), so that of two racing frees only one pushes.
 inline bool remote_push(BlockDesc& b, char* p, uint32_t in_block) {
-  uint32_t head = b.remote_head.load(std::memory_order_relaxed);
+  const uint64_t obj = RemoteList::field(in_block + 1);
+  uint64_t w = b.remote.load(std::memory_order_relaxed);
+  uint64_t next;
   do {
-    *reinterpret_cast<uint32_t*>(p) = head;
-  } while (!b.remote_head.compare_exchange_weak(head, in_block + 1, std::memory_order_seq_cst,
-                                                std::memory_order_relaxed));
-  return head == 0;
+    uint64_t head = w & RemoteList::kLinkMask;
+    *reinterpret_cast<uint32_t*>(p) = RemoteList::link(head);
+    // Onto an empty list: p is also the tail, and the count starts at 1
+    // (whatever a corrupt word held besides a zero head is dropped).
+    next = head == 0 ? obj | obj << RemoteList::kLinkBits | RemoteList::kCountOne
+                     : ((w & ~RemoteList::kLinkMask) + RemoteList::kCountOne) | obj;
+  } while (!b.remote.compare_exchange_weak(w, next, std::memory_order_seq_cst, std::memory_order_relaxed));
+  return (w & RemoteList::kLinkMask) == 0;
 }
 
 // Tells B's owner that B has remote frees waiting.

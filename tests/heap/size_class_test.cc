@@ -56,7 +56,9 @@ TEST(SizeClasses, AboveFiveHundredTwelveFourClassesPerDoubling) {
     ASSERT_GE(SizeClasses::size_of_class(cls), size) << size;
     ASSERT_LT(SizeClasses::size_of_class(cls - 1), size) << size;
     // No mid-size request wastes more than a quarter of its object.
-    if (size > kLinearMax) ASSERT_LE(SizeClasses::size_of_class(cls) - size, SizeClasses::size_of_class(cls) / 4) << size;
+    if (size > kLinearMax) {
+      ASSERT_LE(SizeClasses::size_of_class(cls) - size, SizeClasses::size_of_class(cls) / 4) << size;
+    }
   }
 }
 
@@ -84,7 +86,9 @@ TEST(SizeClasses, ObjectIndexIsExactAtEveryObjectOfTheBiggestClasses) {
     const ClassInfo& c = classes.info(cls);
     for (uint32_t k = 0; k * c.size < c.end; ++k) {
       ASSERT_EQ(SizeClasses::object_index(c, k * c.size), k) << "class " << c.size;
-      if (k > 0) ASSERT_EQ(SizeClasses::object_index(c, k * c.size - 1), k - 1) << "class " << c.size;
+      if (k > 0) {
+        ASSERT_EQ(SizeClasses::object_index(c, k * c.size - 1), k - 1) << "class " << c.size;
+      }
     }
   }
 }

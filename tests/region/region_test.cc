@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -403,6 +404,81 @@ TEST_F(DamagedRegion, OtherVersion) {
   auto r = Region::open(path, Discipline::kFile);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_NE(r.status().message().find("version 99"), std::string::npos) << r.status();
+}
+
+// A region file as a version-2 build left it: the same layout but for the
+// remote lists, which were a 32-bit head at byte 48 of a BlockDesc (chained
+// through the objects) with a pending-stack link at byte 56. Its owner's
+// open upgrades it in place and collects those objects; until then an
+// attachment is refused, saying why.
+TEST_F(DamagedRegion, AVersion2RegionIsUpgradedInPlaceByItsOwner) {
+  std::string path = dir_.file("v2");
+  std::vector<uint64_t> offsets;
+  {
+    auto r = Region::create(path, testing::small_options(Discipline::kFile, size_t{16} << 20));
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int i = 0; i < 40; ++i) {
+      auto* p = static_cast<char*>((*r)->alloc(48));
+      ASSERT_NE(p, nullptr);
+      std::memset(p, i, 48);
+      offsets.push_back((*r)->offset_of(p));
+    }
+  }
+  heap::RegionHeader h;
+  {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pread(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+    ::close(fd);
+  }
+  // Five objects of the first one's block (1 page for 48-byte objects),
+  // freed remotely under version 2: links (in-block offset + 1) and tags.
+  const uint64_t block = offsets[0] >> heap::kPageShift;
+  std::vector<uint64_t> freed;
+  for (uint64_t off : offsets) {
+    if (off >> heap::kPageShift == block && freed.size() < 5 && off != offsets[0]) freed.push_back(off);
+  }
+  ASSERT_EQ(freed.size(), 5u);
+  uint32_t head = 0;
+  for (uint64_t off : freed) {
+    poke<uint32_t>(path, h.data_offset + off, head);
+    poke<uint64_t>(path, h.data_offset + off + 8, h.secret ^ off);
+    head = static_cast<uint32_t>(off - (block << heap::kPageShift)) + 1;
+  }
+  const uint64_t desc = h.block_desc_offset + block * sizeof(heap::BlockDesc);
+  poke<uint32_t>(path, desc + 48, head);
+  poke<uint64_t>(path, desc + 56, 0);
+  poke<uint32_t>(path, offsetof(heap::RegionHeader, version), 2);
+
+  auto reader = Region::attach(path, Discipline::kFile, "", /*read_only=*/true);
+  EXPECT_EQ(reader.status().code(), absl::StatusCode::kFailedPrecondition) << reader.status();
+  EXPECT_NE(reader.status().message().find("upgrades the region in place"), std::string::npos) << reader.status();
+
+  auto r = Region::open(path, Discipline::kFile);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Region& region = **r;
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  EXPECT_EQ(region.stat().busy_objects, offsets.size() - freed.size());
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    bool was_freed = std::find(freed.begin(), freed.end(), offsets[i]) != freed.end();
+    auto* p = static_cast<unsigned char*>(region.at(offsets[i]));
+    EXPECT_EQ(region.size(p), was_freed ? 0u : 48u) << i;
+    if (!was_freed) {
+      for (int j = 0; j < 48; ++j) ASSERT_EQ(p[j], i) << i;
+    }
+  }
+  // The freed objects are handed out again (the block is adopted).
+  std::vector<uint64_t> again;
+  for (int i = 0; i < 200; ++i) again.push_back(region.offset_of(region.alloc(48)));
+  for (uint64_t off : freed) EXPECT_NE(std::find(again.begin(), again.end(), off), again.end()) << off;
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  r->reset();
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  uint32_t version = 0;
+  ASSERT_EQ(pread(fd, &version, sizeof version, offsetof(heap::RegionHeader, version)), 4);
+  ::close(fd);
+  EXPECT_EQ(version, heap::kFormatVersion);
 }
 
 TEST_F(DamagedRegion, OtherPageSize) {
