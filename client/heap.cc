@@ -96,7 +96,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
     }
     q = h->alloc(size);
     if (q == nullptr) return nullptr;
-    if (flags & kResizeCopy) std::memcpy(q, p, std::min(old_size, size));
+    if (flags & kResizeCopy) h->move_or_copy(q, p, std::min(old_size, size));
     h->free(p);
   }
   if ((flags & kResizeClear) && size > old_size) {

@@ -230,6 +230,16 @@ bool PageHeapOwner::zero_huge(PageIndex first, PageCount pages) {
   return source_->discard(heap::data_offset_of(region_, first), pages.bytes());
 }
 
+bool PageHeapOwner::move_huge(PageIndex from, PageIndex to, PageCount pages) {
+  if (source_->commits_on_use()) return false;
+  // No lock: both runs are the caller's.
+  if (!source_->move(heap::data_offset_of(region_, from), heap::data_offset_of(region_, to), pages.bytes())) {
+    return false;
+  }
+  pages_moved_.fetch_add(pages.value, std::memory_order_relaxed);
+  return true;
+}
+
 bool PageHeapOwner::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
   uint32_t now = now_ms();
   lock();
@@ -346,6 +356,7 @@ heap::RegionStats PageHeapOwner::stat() {
   lock();
   heap::RegionStats s = heap::region_stat(region_, classes_);
   unlock();
+  s.pages_moved = pages_moved_.load(std::memory_order_relaxed);
   return s;
 }
 

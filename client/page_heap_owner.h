@@ -45,6 +45,9 @@ class PageHeapOwner final : public heap::BlockSource {
   // backing again before it is written, which could fail on a full file
   // system after the caller was promised zeros.
   bool zero_huge(heap::PageIndex first, heap::PageCount pages) override;
+  // Anonymous memory only (see MemorySource::move); counted in pages_moved().
+  bool move_huge(heap::PageIndex from, heap::PageIndex to, heap::PageCount pages) override;
+  uint64_t pages_moved() const { return pages_moved_.load(std::memory_order_relaxed); }
   // A shared region (its clients lease from the same free pages) keeps one.
   uint32_t huge_runs_kept() const override { return source_->commits_on_use() ? 1 : 8; }
 
@@ -98,6 +101,7 @@ class PageHeapOwner final : public heap::BlockSource {
 
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   heap::MemorySource* source_ = nullptr;
+  std::atomic<uint64_t> pages_moved_{0};
   heap::Region region_;
   heap::SizeClasses classes_{heap::HeapParams{}};
   heap::PageIndex abandoned_[heap::kMaxSegregatedClasses + 1];  // last: large blocks

@@ -35,4 +35,13 @@ bool AnonymousSource::discard(size_t offset, size_t len) {
   return madvise(base_ + offset, len, MADV_DONTNEED) == 0;
 }
 
+bool AnonymousSource::move(size_t from, size_t to, size_t len) {
+  if (from > bytes_ || to > bytes_ || len > bytes_ - from || len > bytes_ - to) {
+    errno = EINVAL;
+    return false;
+  }
+  void* moved = mremap(base_ + from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, base_ + to);
+  return moved != MAP_FAILED;
+}
+
 }  // namespace memd::disciplines

@@ -26,6 +26,9 @@ class AnonymousSource final : public heap::MemorySource {
   size_t reserved_bytes() const override { return bytes_; }
   bool commit(size_t offset, size_t len) override;
   bool discard(size_t offset, size_t len) override;
+  // mremap with MREMAP_DONTUNMAP: the page tables move, the old range stays
+  // mapped (and reads as zero), so a failure anywhere leaves no hole.
+  bool move(size_t from, size_t to, size_t len) override;
 
  private:
   char* base_ = nullptr;

@@ -36,6 +36,10 @@ class BlockSource {
   // then neither writes nor keeps resident the pages it never uses. False if
   // this source cannot (the caller writes zeros instead).
   virtual bool zero_huge(PageIndex first, PageCount pages) { return false; }
+  // Moves the first `pages` pages of huge run `from` to huge run `to` (both
+  // the caller's) without copying; `from` reads as zero after. False, with
+  // nothing changed, if this source cannot (the caller copies instead).
+  virtual bool move_huge(PageIndex from, PageIndex to, PageCount pages) { return false; }
   // How many freed huge runs one thread heap may keep for its own reuse.
   // A region whose free pages several processes draw on says 1: runs each
   // process keeps aside split the free space the others need for big runs

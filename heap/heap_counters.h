@@ -13,7 +13,12 @@
 
 namespace memd::heap {
 
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(MEMD_NO_COUNTERS)
+// Counting compiled out (CMake -DMEMD_COUNTERS=OFF): the build the counters'
+// cost is measured against (bench/counter_cost.py). Telemetry reads zeros.
+inline void count_add(std::atomic<uint64_t>&, uint64_t) {}
+inline void count_one(std::atomic<uint64_t>&) {}
+#elif defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 // One instruction instead of a load, an add and a store (compilers do not
 // merge relaxed atomic accesses). Not a locked add: there is one writer, and
 // on x86-64 a reader's aligned 8-byte load sees the value before or after,

@@ -23,6 +23,7 @@ struct RegionStats {
   size_t pages_discarded = 0;   // free and given back (or never touched)
   size_t discard_calls = 0;     // ranges given back since creation
   size_t pages_discarded_total = 0;
+  size_t pages_moved = 0;       // of huge objects realloc moved by remapping, not copying (this process)
 };
 
 RegionStats region_stat(const Region& r, const SizeClasses& classes);

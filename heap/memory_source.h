@@ -36,6 +36,13 @@ class MemorySource {
   // growth commits nothing and every use of a never-used run recommits it.
   virtual bool commits_on_use() const { return false; }
 
+  // Moves the pages of [from, from + len) to [to, to + len) by remapping
+  // them, without copying a byte; [from, from + len) reads as zero after.
+  // False, with nothing changed, if this source cannot (shared memory: its
+  // pages are the object's, at fixed offsets). REQUIRES: page-aligned,
+  // committed, non-overlapping ranges the caller holds.
+  virtual bool move(size_t from, size_t to, size_t len) { return false; }
+
   // Makes [offset, offset + len) durable (no-op for volatile memory).
   virtual bool persist(size_t offset, size_t len) { return true; }
 };

@@ -129,6 +129,10 @@ class OwnerHeap {
   // Resizes in place, else moves (copying the contents). nullptr (and p
   // untouched) on failure. REQUIRES: validate(p) == kOk.
   void* realloc(void* p, size_t size);
+  // realloc's copy of `bytes` from `from` to `to`: huge to huge by moving
+  // the pages where the source can (anonymous memory), leaving `from`
+  // reading as zero; else memcpy.
+  void move_or_copy(void* to, void* from, size_t bytes);
 
   // Payload bytes of the object at p (a live object of this region).
   size_t usable_size(void* p) const;

@@ -61,6 +61,7 @@ WORKLOADS = [
     Workload("wl_symbolic", False, "expression trees, strings, maps: parse/rewrite/expand"),
     Workload("wl_lifetime_mix", False, "100k long-lived objects + short-lived 16 B-32 KiB churn"),
     Workload("wl_realloc_growth", False, "buffers grown by realloc to a few hundred KiB"),
+    Workload("wl_big_realloc", False, "4 buffers grown by realloc, x1.5 a step, to 4-48 MiB"),
     Workload("wl_large_buffers", False, "64 KiB-4 MiB buffers allocated, touched, freed"),
     Workload("wl_mass_free", False, "300 MB built, 95% freed, RSS checked after 200 ms"),
     Workload("wl_larson", True, "larson: 10-100 B slots replaced; each thread hands its array to a successor"),

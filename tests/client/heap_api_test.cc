@@ -203,6 +203,36 @@ TEST_F(HeapTest, HugeObjectsGrowInPlaceWhenThePagesAfterAreFree) {
   ExpectConsistent();
 }
 
+TEST_F(HeapTest, AHugeObjectThatCannotGrowInPlaceMovesItsPagesInsteadOfCopyingThem) {
+  const size_t kOld = 4 << 20, kNew = 9 << 20;
+  auto* a = static_cast<unsigned char*>(heap_->alloc(kOld));
+  void* fence = heap_->alloc(1 << 20);  // the pages after `a` are taken
+  ASSERT_NE(a, nullptr);
+  for (size_t i = 0; i < kOld; ++i) a[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+  size_t moved_before = heap_->stat().pages_moved;
+  auto* b = static_cast<unsigned char*>(heap_->resize(a, kNew));
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(heap_->stat().pages_moved - moved_before, kOld / 4096);
+  for (size_t i = 0; i < kOld; ++i) ASSERT_EQ(b[i], static_cast<unsigned char>(i * 7 + i / 4096)) << i;
+  // The rest of the new object is usable, and the old run serves again.
+  std::memset(b + kOld, 0xee, kNew - kOld);
+  auto* c = static_cast<unsigned char*>(heap_->alloc_zeroed(kOld));
+  ASSERT_NE(c, nullptr);
+  for (size_t i = 0; i < kOld; i += 512) ASSERT_EQ(c[i], 0) << i;
+  // Small huge objects are copied: one page-table move costs more than that.
+  auto* d = static_cast<unsigned char*>(heap_->alloc(40000));
+  void* fence2 = heap_->alloc(40000);
+  std::memset(d, 0x5a, 40000);
+  moved_before = heap_->stat().pages_moved;
+  auto* e = static_cast<unsigned char*>(heap_->resize(d, 200000));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(heap_->stat().pages_moved, moved_before);
+  for (size_t i = 0; i < 40000; ++i) ASSERT_EQ(e[i], 0x5a) << i;
+  for (void* p : {static_cast<void*>(b), static_cast<void*>(c), static_cast<void*>(e), fence, fence2}) heap_->free(p);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, LargeFreesCoalesceBackIntoOneBlock) {
   std::vector<void*> v;
   for (int i = 0; i < 60; ++i) v.push_back(heap_->alloc(600 + 97 * i));

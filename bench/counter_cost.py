@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""What the telemetry counters cost on the malloc fast path.
+
+Runs bench/micro/pair_loop (a ring of 4096 objects of 8-512 B, one replaced
+per step, its first byte written) under two builds of the memd shim: the
+default one, which counts every allocation and free per size class, and one
+configured with -DMEMD_COUNTERS=OFF (the release-nocounters preset), in
+which counting is compiled out. Reports, per pair:
+
+  - instructions, from valgrind (cachegrind, no cache simulation): the
+    difference between a long and a short run, so start-up cancels out;
+  - time: each round runs both builds (in alternating order) and the ratio
+    is taken within the round; the report gives the median ratio.
+
+    cmake --preset release-nocounters && cmake --build --preset release-nocounters --target memd-malloc
+    python3 bench/counter_cost.py --build build/release --nocounters build/release-nocounters
+
+Writes bench/results/counter-cost-<date>.md and .json (unless --no-write).
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import machine, result_files  # noqa: E402
+from harness.stats import median  # noqa: E402
+
+SHIM = os.path.join("client", "libmemd-malloc.so")
+LOOP = os.path.join("bench", "pair_loop")
+
+
+def instructions(loop, shim, pairs):
+    """Instructions valgrind counted for a whole run of `pairs` pairs."""
+    with tempfile.TemporaryDirectory(prefix="memd-cg-") as tmp:
+        out = os.path.join(tmp, "cg.out")
+        p = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
+                            f"--trace-children=no", loop, str(pairs)],
+                           env={**os.environ, "LD_PRELOAD": shim}, capture_output=True, text=True, timeout=1800)
+        if p.returncode != 0:
+            raise RuntimeError(f"valgrind failed ({p.returncode}): {p.stderr[-2000:]}")
+        m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
+        if not m:
+            raise RuntimeError(f"no instruction count in valgrind's output: {p.stderr[-2000:]}")
+        return int(m.group(1).replace(",", ""))
+
+
+def per_pair_instructions(loop, shim, short, long):
+    return (instructions(loop, shim, long) - instructions(loop, shim, short)) / (long - short)
+
+
+def seconds(loop, shim, pairs):
+    start = time.perf_counter()
+    p = subprocess.run([loop, str(pairs)], env={**os.environ, "LD_PRELOAD": shim}, capture_output=True, text=True,
+                       timeout=600)
+    elapsed = time.perf_counter() - start
+    if p.returncode != 0:
+        raise RuntimeError(f"pair_loop failed ({p.returncode}): {p.stderr}")
+    return elapsed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build/release", help="the default build (counters on)")
+    ap.add_argument("--nocounters", default="build/release-nocounters", help="the -DMEMD_COUNTERS=OFF build")
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--pairs", type=int, default=20_000_000, help="pairs per timed run")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    loop = os.path.join(args.build, LOOP)
+    shims = {"counters": os.path.abspath(os.path.join(args.build, SHIM)),
+             "no counters": os.path.abspath(os.path.join(args.nocounters, SHIM))}
+    for path in [loop] + list(shims.values()):
+        if not os.path.exists(path):
+            sys.exit(f"counter_cost: {path} not found (see the usage at the top of this file)")
+
+    ins = {name: per_pair_instructions(loop, shim, 200_000, 1_200_000) for name, shim in shims.items()}
+    rounds = []
+    for r in range(args.rounds):
+        order = list(shims) if r % 2 == 0 else list(reversed(shims))
+        t = {name: seconds(loop, shims[name], args.pairs) for name in order}
+        rounds.append({**t, "ratio": t["counters"] / t["no counters"]})
+        print(f"round {r + 1}: counters {t['counters']:.3f} s, no counters {t['no counters']:.3f} s, "
+              f"ratio {rounds[-1]['ratio']:.4f}", file=sys.stderr, flush=True)
+
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.relpath(sys.argv[0], repo)] + sys.argv[1:]),
+        "tree": machine.git_revision(repo),
+        "machine": machine.describe(),
+        "pairs_per_run": args.pairs,
+        "instructions_per_pair": ins,
+        "rounds": rounds,
+        "median_time_ratio": median([r["ratio"] for r in rounds]),
+        "problems": [],
+    }
+    return result_files.publish_report(doc, render, os.path.join(repo, "bench", "results"), "counter-cost",
+                                       not args.no_write, "counter_cost")
+
+
+def render(doc):
+    ins = doc["instructions_per_pair"]
+    m = doc["machine"]
+    lines = [
+        "# The telemetry counters' cost on the fast path",
+        "",
+        f"- date: {doc['date']}; tree: {doc['tree']}",
+        f"- command: `{doc['command']}`",
+        f"- machine: {m['cpu_model']}, {m['nproc']} CPUs, {m['memory']}; kernel {m['kernel']}; {m['compiler']}",
+        "- workload: `bench/pair_loop` under the memd shim: 4096 live objects of 8-512 B, one replaced per step "
+        "(free the oldest, malloc a new one, write its first byte)",
+        "",
+        "| | counters on | counting compiled out | on / out |",
+        "|---|---:|---:|---:|",
+        f"| instructions per pair (valgrind, whole loop) | {ins['counters']:.1f} | {ins['no counters']:.1f} | "
+        f"{ins['counters'] / ins['no counters']:.4f} |",
+        f"| time per pair, median of {len(doc['rounds'])} paired rounds | "
+        f"{1e9 * median([r['counters'] for r in doc['rounds']]) / doc['pairs_per_run']:.2f} ns | "
+        f"{1e9 * median([r['no counters'] for r in doc['rounds']]) / doc['pairs_per_run']:.2f} ns | "
+        f"{doc['median_time_ratio']:.4f} |",
+        "",
+        "The time ratio is the median of the per-round ratios (each round runs both builds, in alternating order); "
+        "the per-pair times beside it are medians of their own and only for scale. Instructions include the loop's "
+        "own (its random numbers and ring), the same in both builds.",
+        "",
+        "| round | counters on (s) | compiled out (s) | ratio |",
+        "|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(doc["rounds"], 1):
+        lines.append(f"| {i} | {r['counters']:.3f} | {r['no counters']:.3f} | {r['ratio']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
