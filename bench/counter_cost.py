@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the telemetry counters cost on the malloc fast path.
 
-Runs bench/micro/pair_loop (a ring of 4096 objects of 8-512 B, one replaced
+Runs bench/telemetry/pair_loop in its ring mode (a ring of 4096 objects of 8-512 B, one replaced
 per step, its first byte written) under two builds of the memd shim: the
 default one, which counts every allocation and free per size class, and one
 configured with -DMEMD_COUNTERS=OFF (the release-nocounters preset), in
@@ -32,7 +32,10 @@ from harness import machine, result_files  # noqa: E402
 from harness.stats import median  # noqa: E402
 
 SHIM = os.path.join("client", "libmemd-malloc.so")
-LOOP = os.path.join("bench", "pair_loop")
+LOOP_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "telemetry", "pair_loop.c")
+MAX_SIZE = 512
+# valgrind limits address space: a heap of 2 GiB.
+ENV = {"MEMD_QUIET": "1", "MEMD_RESERVE_GB": "2"}
 
 
 def instructions(loop, shim, pairs):
@@ -40,8 +43,8 @@ def instructions(loop, shim, pairs):
     with tempfile.TemporaryDirectory(prefix="memd-cg-") as tmp:
         out = os.path.join(tmp, "cg.out")
         p = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
-                            f"--trace-children=no", loop, str(pairs)],
-                           env={**os.environ, "LD_PRELOAD": shim}, capture_output=True, text=True, timeout=1800)
+                            loop, str(pairs), str(MAX_SIZE), "2"],
+                           env={**os.environ, **ENV, "LD_PRELOAD": shim}, capture_output=True, text=True, timeout=1800)
         if p.returncode != 0:
             raise RuntimeError(f"valgrind failed ({p.returncode}): {p.stderr[-2000:]}")
         m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
@@ -56,7 +59,8 @@ def per_pair_instructions(loop, shim, short, long):
 
 def seconds(loop, shim, pairs):
     start = time.perf_counter()
-    p = subprocess.run([loop, str(pairs)], env={**os.environ, "LD_PRELOAD": shim}, capture_output=True, text=True,
+    p = subprocess.run([loop, str(pairs), str(MAX_SIZE), "2"], env={**os.environ, **ENV, "LD_PRELOAD": shim},
+                       capture_output=True, text=True,
                        timeout=600)
     elapsed = time.perf_counter() - start
     if p.returncode != 0:
@@ -74,12 +78,14 @@ def main():
     args = ap.parse_args()
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    loop = os.path.join(args.build, LOOP)
     shims = {"counters": os.path.abspath(os.path.join(args.build, SHIM)),
              "no counters": os.path.abspath(os.path.join(args.nocounters, SHIM))}
-    for path in [loop] + list(shims.values()):
+    for path in shims.values():
         if not os.path.exists(path):
             sys.exit(f"counter_cost: {path} not found (see the usage at the top of this file)")
+    tmp = tempfile.TemporaryDirectory(prefix="memd-counter-cost-")
+    loop = os.path.join(tmp.name, "pair_loop")
+    subprocess.run(["cc", "-O2", "-o", loop, LOOP_SOURCE], check=True)
 
     ins = {name: per_pair_instructions(loop, shim, 200_000, 1_200_000) for name, shim in shims.items()}
     rounds = []
@@ -114,7 +120,7 @@ def render(doc):
         f"- date: {doc['date']}; tree: {doc['tree']}",
         f"- command: `{doc['command']}`",
         f"- machine: {m['cpu_model']}, {m['nproc']} CPUs, {m['memory']}; kernel {m['kernel']}; {m['compiler']}",
-        "- workload: `bench/pair_loop` under the memd shim: 4096 live objects of 8-512 B, one replaced per step "
+        "- workload: `bench/telemetry/pair_loop N 512 2` under the memd shim: 4096 live objects of 8-512 B, one replaced per step "
         "(free the oldest, malloc a new one, write its first byte)",
         "",
         "| | counters on | counting compiled out | on / out |",
