@@ -7,18 +7,14 @@
 // pages (mremap) moves page-table entries. Single-threaded.
 #include <vector>
 
-#include "common.h"
+#include "growing_buffers.h"
 
 namespace {
 
 constexpr int kBuffers = 4;              // growing concurrently
 constexpr uint64_t kGenerations = 24;    // grow-all-then-free-all cycles, at scale 1
 
-struct Buffer {
-  unsigned char* data = nullptr;
-  size_t size = 0;
-  size_t target = 0;
-};
+using Buffer = wl::GrowingBuffer;
 
 unsigned char pattern(size_t i) { return static_cast<unsigned char>(i * 131 + (i >> 12) + 7); }
 
@@ -48,22 +44,9 @@ int main(int argc, char** argv) {
   for (uint64_t g = 0; g < generations; ++g) {
     std::vector<Buffer> bufs(kBuffers);
     for (Buffer& b : bufs) b.target = rng.log_uniform(4 << 20, 48 << 20);
-    for (bool growing = true; growing;) {
-      growing = false;
-      for (Buffer& b : bufs) {
-        if (b.size >= b.target) continue;
-        growing = true;
-        size_t old = b.size;
-        size_t next = std::min(old == 0 ? size_t{64} << 10 : old + old / 2, b.target);
-        void* p = std::realloc(b.data, next);
-        if (p == nullptr) wl::die("realloc returned null");
-        b.data = static_cast<unsigned char*>(p);
-        live.add(next - old);
-        check(b, old);
-        append(b, old, next);
-        b.size = next;
-      }
-    }
+    wl::grow_round_robin(
+        bufs, live, [](const Buffer& b) { return b.size == 0 ? size_t{64} << 10 : b.size + b.size / 2; }, check,
+        append);
     for (Buffer& b : bufs) {
       check(b, b.size);
       h = wl::mix(h, b.size);

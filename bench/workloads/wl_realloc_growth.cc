@@ -6,19 +6,14 @@
 // checks that realloc kept the old contents. Single-threaded.
 #include <vector>
 
-#include "common.h"
+#include "growing_buffers.h"
 
 namespace {
 
 constexpr int kBuffers = 16;              // growing concurrently
 constexpr uint64_t kGenerations = 280;    // grow-all-then-free-all cycles, at scale 1
 
-struct Buffer {
-  unsigned char* data = nullptr;
-  size_t size = 0;
-  size_t target = 0;
-  bool doubling = false;
-};
+using Buffer = wl::GrowingBuffer;
 
 // Appends bytes [from, to) with a pattern derived from their offset, so any
 // realloc that loses or shifts data is caught by check().
@@ -47,23 +42,10 @@ int main(int argc, char** argv) {
       bufs[i].target = rng.log_uniform(64 * 1024, 384 * 1024);
     }
     // Round-robin: every unfinished buffer takes one growth step per pass.
-    for (bool growing = true; growing;) {
-      growing = false;
-      for (Buffer& b : bufs) {
-        if (b.size >= b.target) continue;
-        growing = true;
-        size_t old = b.size;
-        size_t next = old == 0 ? 16 : b.doubling ? old * 2 : old + rng.range(16, 512);
-        next = std::min(next, b.target);
-        void* p = std::realloc(b.data, next);
-        if (p == nullptr) wl::die("realloc returned null");
-        b.data = static_cast<unsigned char*>(p);
-        live.add(next - old);
-        if (old > 0) check(b, old);
-        append(b, old, next);
-        b.size = next;
-      }
-    }
+    wl::grow_round_robin(
+        bufs, live,
+        [&](const Buffer& b) { return b.size == 0 ? size_t{16} : b.doubling ? b.size * 2 : b.size + rng.range(16, 512); },
+        check, append);
     for (Buffer& b : bufs) {
       h = wl::mix(h, b.size);
       h = wl::mix(h, b.data[b.size / 3]);
