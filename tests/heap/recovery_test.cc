@@ -17,23 +17,13 @@
 #include "heap/block.h"
 #include "heap/large_heap.h"
 #include "heap/region_format.h"
+#include "tests/heap/thread_heap_fixture.h"
 
 namespace memd::heap {
 namespace {
 
-class RecoveryTest : public ::testing::Test {
+class RecoveryTest : public ThreadHeapFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(source_.reserve(size_t{256} << 20));
-    HeapParams params;
-    params.discard_mode = DiscardMode::kNever;
-    ASSERT_TRUE(region_format(source_, params, 16, 0xfeed));
-    pages_.init(&source_, Region::attach(source_.base()));
-    ASSERT_TRUE(pool_.init(r(), &pages_.classes(), &pages_, kProcessHolder));
-    heap_ = pool_.attach_thread();
-    ASSERT_NE(heap_, nullptr);
-  }
-  const Region& r() const { return pages_.region(); }
 
   struct Obj {
     char* p;
@@ -44,9 +34,6 @@ class RecoveryTest : public ::testing::Test {
     EXPECT_NE(p, nullptr);
     std::memset(p, fill, size);
     return {p, size};
-  }
-  PageIndex block_of(const void* p) {
-    return PageIndex{r().page(PageIndex{static_cast<uint32_t>(r().offset_of(p) >> kPageShift)}).block};
   }
   // The crash: the thread heap is simply forgotten. Recovery runs as the
   // next owner's open would.
@@ -64,10 +51,6 @@ class RecoveryTest : public ::testing::Test {
     for (size_t i = 0; i < o.size; ++i) ASSERT_EQ(o.p[i], fill) << i;
   }
 
-  disciplines::AnonymousSource source_;
-  client::PageHeapOwner pages_;
-  client::OwnerHeapPool pool_;
-  OwnerHeap* heap_ = nullptr;
   std::vector<PageIndex> kept_;
 };
 

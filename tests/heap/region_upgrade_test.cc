@@ -19,26 +19,13 @@
 #include "heap/large_heap.h"
 #include "heap/recovery.h"
 #include "heap/region_format.h"
+#include "tests/heap/thread_heap_fixture.h"
 
 namespace memd::heap {
 namespace {
 
-class RegionUpgradeTest : public ::testing::Test {
+class RegionUpgradeTest : public ThreadHeapFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(source_.reserve(size_t{256} << 20));
-    HeapParams params;
-    params.discard_mode = DiscardMode::kNever;
-    ASSERT_TRUE(region_format(source_, params, 16, 0xfeed));
-    pages_.init(&source_, Region::attach(source_.base()));
-    ASSERT_TRUE(pool_.init(r(), &pages_.classes(), &pages_, kProcessHolder));
-    heap_ = pool_.attach_thread();
-    ASSERT_NE(heap_, nullptr);
-  }
-  const Region& r() const { return pages_.region(); }
-  PageIndex block_of(const void* p) {
-    return PageIndex{r().page(PageIndex{static_cast<uint32_t>(r().offset_of(p) >> kPageShift)}).block};
-  }
   uint32_t in_block(const void* p) {
     return static_cast<uint32_t>(static_cast<const char*>(p) - r().page_address(block_of(p)));
   }
@@ -78,11 +65,6 @@ class RegionUpgradeTest : public ::testing::Test {
     char msg[256];
     EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
   }
-
-  disciplines::AnonymousSource source_;
-  client::PageHeapOwner pages_;
-  client::OwnerHeapPool pool_;
-  OwnerHeap* heap_ = nullptr;
 };
 
 TEST_F(RegionUpgradeTest, Version2RemoteListsAreCountedThenCollected) {
