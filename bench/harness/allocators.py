@@ -61,6 +61,10 @@ def _find_library(filename):
     return None
 
 
+# Where each peer's library is on this machine (None: not installed).
+PEER_PATHS = {name: _find_library(filename) for name, filename in PEER_LIBRARIES.items()}
+
+
 def libc_preload():
     """What to preload to run a program on glibc's malloc even if it links
     another allocator itself (Debian's redis-server links libjemalloc, which

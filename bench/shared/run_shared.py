@@ -41,7 +41,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
 from harness.result_files import publish_report, rerender_report  # noqa: E402
-from harness import launch, machine, report  # noqa: E402
+from harness import allocators, launch, machine, report  # noqa: E402
 from harness.stats import fmt, median, ratio  # noqa: E402
 
 PROGRAM = "bench_shared_heap"
@@ -121,6 +121,11 @@ ALLOCATORS = [
               "none per pair (file mapped through libpmem; made durable at close)", memd=True),
     Allocator("memd-daemon", "memd-daemon", ("shared_small",),
               "none (POSIX shm, tmpfs); blocks leased from memd, the daemon, over gRPC", memd=True, daemon=True),
+    # A private heap, the baseline a shared one is held against: mimalloc's
+    # process-local malloc/free in the same loop, nothing shared.
+    Allocator("mimalloc-private", "malloc-private", ("shared_small",),
+              "none (process-local mimalloc, LD_PRELOAD; nothing shared)",
+              {"LD_PRELOAD": allocators.PEER_PATHS.get("mimalloc") or "libmimalloc.so.2"}),
     # Controls, shared_small only, window mode only.
     Allocator("none-private", "none-private", ("shared_small",),
               "control: the same loop with no allocator (a fixed private buffer per slot), nothing shared",
@@ -161,6 +166,10 @@ TARGETS = [
            "pmemobj-atomic-msync"),
     Target("≥ 10× libpmemobj, persistent alloc+free", "persistent_small", "memd-file", 1, 10, "pmemobj-tx-msync"),
     # Through the daemon within 1.1× of the daemonless library: at least 1/1.1 of its throughput.
+    Target("within 1.2× of mimalloc's process-local pair, 1 process", "shared_small", "memd-shm", 1, 1 / 1.2,
+           "mimalloc-private", shown="≥ 1/1.2 = 0.83×"),
+    Target("within 1.2× of mimalloc's process-local pair, 2 processes", "shared_small", "memd-shm", 2, 1 / 1.2,
+           "mimalloc-private", shown="≥ 1/1.2 = 0.83×"),
     Target("through memd within 1.1× of the daemonless library, 1 process", "shared_small", "memd-daemon", 1,
            1 / 1.1, "memd-shm", shown="≥ 1/1.1 = 0.91×"),
     Target("through memd within 1.1× of the daemonless library, 2 processes", "shared_small", "memd-daemon", 2,
