@@ -231,8 +231,8 @@ bool PageHeapOwner::zero_huge(PageIndex first, PageCount pages) {
 }
 
 bool PageHeapOwner::move_huge(PageIndex from, PageIndex to, PageCount pages) {
-  if (source_->commits_on_use()) return false;
-  // No lock: both runs are the caller's.
+  // No lock: both runs are the caller's. The source says whether its pages
+  // can move at all (anonymous memory only, see MemorySource::move).
   if (!source_->move(heap::data_offset_of(region_, from), heap::data_offset_of(region_, to), pages.bytes())) {
     return false;
   }

@@ -45,7 +45,7 @@ class PageHeapOwner final : public heap::BlockSource {
   // backing again before it is written, which could fail on a full file
   // system after the caller was promised zeros.
   bool zero_huge(heap::PageIndex first, heap::PageCount pages) override;
-  // Anonymous memory only (see MemorySource::move); counted in pages_moved().
+  // Where the source can move pages (MemorySource::move); counted in pages_moved().
   bool move_huge(heap::PageIndex from, heap::PageIndex to, heap::PageCount pages) override;
   uint64_t pages_moved() const { return pages_moved_.load(std::memory_order_relaxed); }
   // A shared region (its clients lease from the same free pages) keeps one.

@@ -661,13 +661,15 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
 constexpr uint32_t kMoveMinPages = 128;
 
 void OwnerHeap::move_or_copy(void* to, void* from, size_t bytes) {
-  PointerInfo src = locate(from), dst = locate(to);
-  uint32_t pages = static_cast<uint32_t>(bytes >> kPageShift);
-  if (src.kind == PageKind::kHuge && dst.kind == PageKind::kHuge && src.in_block == 0 && dst.in_block == 0 &&
-      pages >= kMoveMinPages && source_->move_huge(src.block, dst.block, PageCount{pages})) {
-    size_t moved = PageCount{pages}.bytes();
-    std::memcpy(static_cast<char*>(to) + moved, static_cast<char*>(from) + moved, bytes - moved);
-    return;
+  PageCount pages{static_cast<uint32_t>(std::min<size_t>(bytes >> kPageShift, UINT32_MAX))};
+  if (pages.value >= kMoveMinPages) {  // only then are both huge runs worth locating
+    PointerInfo src = locate(from), dst = locate(to);
+    if (src.kind == PageKind::kHuge && dst.kind == PageKind::kHuge && src.in_block == 0 && dst.in_block == 0 &&
+        source_->move_huge(src.block, dst.block, pages)) {
+      std::memcpy(static_cast<char*>(to) + pages.bytes(), static_cast<char*>(from) + pages.bytes(),
+                  bytes - pages.bytes());
+      return;
+    }
   }
   std::memcpy(to, from, bytes);
 }
