@@ -7,7 +7,7 @@ default one, which counts every allocation and free per size class, and one
 configured with -DMEMD_COUNTERS=OFF (the release-nocounters preset), in
 which counting is compiled out. Reports, per pair:
 
-  - instructions, from valgrind (cachegrind, no cache simulation): the
+  - instructions, from valgrind (callgrind, as bench/telemetry/instructions_per_pair.py counts them): the
     difference between a long and a short run, so start-up cancels out;
   - time: each round runs both builds (in alternating order) and the ratio
     is taken within the round; the report gives the median ratio.
@@ -21,7 +21,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,38 +29,28 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import machine, result_files  # noqa: E402
 from harness.stats import median  # noqa: E402
+from telemetry.instructions_per_pair import instructions as valgrind_instructions  # noqa: E402
 
 SHIM = os.path.join("client", "libmemd-malloc.so")
 LOOP_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "telemetry", "pair_loop.c")
 MAX_SIZE = 512
-# valgrind limits address space: a heap of 2 GiB.
+RING_MODE = 2  # pair_loop's third argument
+# The timed runs get what the valgrind runs get (a heap of 2 GiB: valgrind
+# limits address space), so both measure the same heap.
 ENV = {"MEMD_QUIET": "1", "MEMD_RESERVE_GB": "2"}
 
 
-def instructions(loop, shim, pairs):
-    """Instructions valgrind counted for a whole run of `pairs` pairs."""
-    with tempfile.TemporaryDirectory(prefix="memd-cg-") as tmp:
-        out = os.path.join(tmp, "cg.out")
-        p = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
-                            loop, str(pairs), str(MAX_SIZE), "2"],
-                           env={**os.environ, **ENV, "LD_PRELOAD": shim}, capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0:
-            raise RuntimeError(f"valgrind failed ({p.returncode}): {p.stderr[-2000:]}")
-        m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
-        if not m:
-            raise RuntimeError(f"no instruction count in valgrind's output: {p.stderr[-2000:]}")
-        return int(m.group(1).replace(",", ""))
-
-
 def per_pair_instructions(loop, shim, short, long):
-    return (instructions(loop, shim, long) - instructions(loop, shim, short)) / (long - short)
+    """Instructions of one pair: the difference of a long and a short run."""
+    def count(pairs):
+        return valgrind_instructions(loop, shim, {}, pairs, MAX_SIZE, RING_MODE)
+    return (count(long) - count(short)) / (long - short)
 
 
 def seconds(loop, shim, pairs):
     start = time.perf_counter()
-    p = subprocess.run([loop, str(pairs), str(MAX_SIZE), "2"], env={**os.environ, **ENV, "LD_PRELOAD": shim},
-                       capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run([loop, str(pairs), str(MAX_SIZE), str(RING_MODE)],
+                       env={**os.environ, **ENV, "LD_PRELOAD": shim}, capture_output=True, text=True, timeout=600)
     elapsed = time.perf_counter() - start
     if p.returncode != 0:
         raise RuntimeError(f"pair_loop failed ({p.returncode}): {p.stderr}")
