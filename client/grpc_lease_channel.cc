@@ -70,6 +70,7 @@ absl::Status GrpcLeaseChannel::invoke(Change change, Call call) {
     }
     grpc::ClientContext ctx;
     connection_->set_deadline(&ctx);
+    retry.first_attempt = attempt == 0;
     last = call(ctx, *cur, handle, retry);
     connection_->lease_calls.fetch_add(1, std::memory_order_relaxed);
     if (!answer_lost(last)) break;

@@ -41,9 +41,11 @@ class GrpcLeaseChannel final : public LeaseChannel {
   struct Retry {
     uint64_t request = 0;
     std::vector<uint64_t> abandon;
+    bool first_attempt = true;
     template <class Request>
     void fill(Request* req) const {
       req->set_request(request);
+      req->set_first_attempt(first_attempt);
       for (uint64_t id : abandon) req->add_abandon(id);
     }
   };

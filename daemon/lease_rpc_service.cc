@@ -48,6 +48,7 @@ RetryableCall retryable(const Target& t, const Caller& who, grpc::ServerContext*
   call.pid = who.peer.pid;
   call.start_time = who.session->start_time;
   call.request = req.request();
+  call.first_attempt = req.first_attempt();
   call.abandon = req.abandon().data();
   call.abandon_count = req.abandon_size();
   call.op = op;

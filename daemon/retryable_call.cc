@@ -51,6 +51,9 @@ absl::Status run_retryable(ServedRegion& region, const RetryableCall& call,
           region.replayed_requests.fetch_add(1, std::memory_order_relaxed);
           return replay(answer);
         case LeaseJournal::Seen::kTooOld:
+          // Never sent before, so never applied: a thread whose call took
+          // longer to arrive than 64 of its process's later ones.
+          if (call.first_attempt) break;
           return absl::AbortedError(absl::StrCat("request ", call.request, " is older than the last ",
                                                  LeaseJournal::kDepth,
                                                  " answers the daemon keeps for this lease: its outcome is unknown"));

@@ -24,6 +24,7 @@ struct RetryableCall {
   pid_t pid = 0;               // the caller: the journal's answers are its own
   uint64_t start_time = 0;
   uint64_t request = 0;        // 0: not to be remembered
+  bool first_attempt = false;  // never sent before: an id older than the journal keeps is still new
   const uint64_t* abandon = nullptr;
   int abandon_count = 0;
   JournalOp op = JournalOp::kNone;

@@ -184,13 +184,14 @@ def _batching(doc):
             continue
         if s["allocs_per_call"] is not None and s["allocs_per_call"] < _allocs_target(doc):
             share = ratio(s["steady_other_calls"], s["steady_calls"])
-            lines += [f"Why **{name}** misses the bar: {share * 100:.0f}% of its steady-state calls are not "
-                      "Leases but Releases. `client/leased_blocks.cc` leases in batches (2, doubling up to 32 "
-                      "blocks per call) and keeps the empty blocks thread heaps give back in a per-class stash; when "
-                      "a stash reaches 24 blocks its oldest 16 go back in one Release and the next lease batch of "
-                      "that class starts again at 2. The thread heap keeps only one empty large block of its own. "
-                      "With objects this large a block (20 pages) holds a handful of them, so the number of blocks "
-                      "in use swings by more than the stash absorbs as the ring churns.", ""]
+            lines += [f"Why **{name}** misses the bar: {share * 100:.0f}% of its steady-state calls are "
+                      "Releases, the rest Leases. `client/leased_blocks.cc` leases in batches (2, doubling up to 32 "
+                      "blocks, fewer for big blocks) and keeps the empty blocks thread heaps give back in a "
+                      "per-class stash, giving back each second what no thread took since the last trim, and at "
+                      "a cap (4 MiB or 64 blocks per class; half the pages in use for all classes) the oldest half "
+                      "of the class. A mid-size block holds as few as 2–4 objects of 16–32 KiB, so random frees "
+                      "empty blocks often and the number of blocks in use swings as the ring churns; a call "
+                      "comes each time a class's swing passes what its stash holds.", ""]
     return lines
 
 

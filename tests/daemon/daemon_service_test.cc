@@ -13,16 +13,6 @@ namespace {
 
 using namespace memd::testing;
 
-uint64_t blocks_of(Region& r, pid_t pid) {
-  const heap::Region& hr = r.impl()->region;
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
-    const heap::LeaseSlot& l = hr.leases[i];
-    if (l.state.load() == heap::LeaseState::kActive && l.pid == pid) n += l.blocks.load();
-  }
-  return n;
-}
-
 TEST(DaemonService, ClientsShareARegionThroughTheDaemon) {
   DaemonProcess d;
   ASSERT_TRUE(d.running()) << d.log();

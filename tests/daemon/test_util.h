@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/daemon_client.h"
+#include "client/region_impl.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_process.h"
 
@@ -48,6 +49,18 @@ inline int run_client(const DaemonProcess& d, const std::vector<std::string>& op
 }
 
 // Polls `done` every 10 ms for up to `limit`; true if it came true.
+// Blocks the region's lease slots of process `pid` hold (its thread heaps'
+// and its stash), as the region records them.
+inline uint64_t blocks_of(Region& r, pid_t pid) {
+  const heap::Region& hr = r.impl()->region;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
+    const heap::LeaseSlot& l = hr.leases[i];
+    if (l.state.load() == heap::LeaseState::kActive && l.pid == pid) n += l.blocks.load();
+  }
+  return n;
+}
+
 inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
   auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {

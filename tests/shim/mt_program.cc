@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -107,7 +108,9 @@ void* allocate(Rng& r, uint64_t id, uint32_t size) {
       break;
   }
   if (p == nullptr) {
-    fail("allocation failed", id);
+    char what[96];
+    snprintf(what, sizeof what, "allocation of %u bytes (kind %d) failed: %s", size, static_cast<int>(kind), strerror(errno));
+    fail(what, id);
     return nullptr;
   }
   if (align != 0 && reinterpret_cast<uintptr_t>(p) % align != 0) {
@@ -152,7 +155,9 @@ void* resize(Rng& r, void* p) {
   uint32_t size = pick_size(r);
   void* q = realloc(p, size);
   if (q == nullptr) {
-    fail("realloc failed", h->id);
+    char what[96];
+    snprintf(what, sizeof what, "realloc of %u to %u bytes failed: %s", h->size, size, strerror(errno));
+    fail(what, h->id);
     return p;
   }
   h = static_cast<Header*>(q);
