@@ -26,25 +26,6 @@ bool holds_lease(Region& r, pid_t pid) {
   return false;
 }
 
-bool check_all(const DaemonProcess& d, std::string* message) {
-  RawSession admin(d.socket());
-  grpc::ClientContext ctx;
-  RawSession::deadline(&ctx);
-  v1::CheckResponse resp;
-  grpc::Status s = admin.admin->Check(&ctx, v1::CheckRequest(), &resp);
-  if (!s.ok()) {
-    *message = s.error_message();
-    return false;
-  }
-  for (const v1::CheckResult& r : resp.results()) {
-    if (!r.ok()) {
-      *message = r.region() + ": " + r.message();
-      return false;
-    }
-  }
-  return resp.results_size() > 0;
-}
-
 TEST(DaemonFailure, KilledClientsLeasesAreReclaimedAndItsBlocksAdopted) {
   for (Discipline disc : {Discipline::kShm, Discipline::kFile}) {
     DaemonProcess d;
@@ -88,7 +69,7 @@ TEST(DaemonFailure, KilledClientsLeasesAreReclaimedAndItsBlocksAdopted) {
         heap::SizeClasses(heap::HeapParams{}).info(heap::SizeClasses::class_of(1000 * sizeof(uint64_t))).block_pages;
     EXPECT_LE(adopted.pages_in_use(), pages_before + board_pages) << "the new objects went to fresh pages";
     std::string why;
-    EXPECT_TRUE(check_all(d, &why)) << why;
+    EXPECT_TRUE(check_all(d.socket(), &why)) << why;
     EXPECT_NE(d.log().find("exited: lease"), std::string::npos) << d.log();
   }
 }
@@ -125,7 +106,7 @@ TEST(DaemonFailure, DaemonKilledAndRestartedUnderLoad) {
     EXPECT_NE(d.log().find("resumed its lease"), std::string::npos) << d.log();
     EXPECT_EQ(run_client(d, opts, {"busy", "verify", "7", "1000", "72"}), 0);
     std::string why;
-    EXPECT_TRUE(check_all(d, &why)) << why;
+    EXPECT_TRUE(check_all(d.socket(), &why)) << why;
     // The clients have exited; their leases were given back or reclaimed.
     std::unique_ptr<Client> c = connect_to(d);
     absl::StatusOr<std::unique_ptr<Region>> r = c->open("busy", region_options(disc));
@@ -183,7 +164,7 @@ TEST(DaemonFailure, RestartTorture) {
   }
   EXPECT_EQ(run_client(d, {"--file"}, {"torture", "verify", "9", "500", "100"}), 0) << d.log();
   std::string why;
-  EXPECT_TRUE(check_all(d, &why)) << "seed " << seed << ": " << why;
+  EXPECT_TRUE(check_all(d.socket(), &why)) << "seed " << seed << ": " << why;
   RawSession s(d.socket());
   v1::RegionInfo info;
   EXPECT_TRUE(eventually([&] {
@@ -229,7 +210,7 @@ TEST_P(RootUnderConstruction, SurvivesARestartForItsLiveConstructor) {
   EXPECT_NE(read_file(finder_log).find("constructor " + std::to_string(maker)), std::string::npos)
       << read_file(finder_log);
   std::string why;
-  EXPECT_TRUE(check_all(d, &why)) << why;
+  EXPECT_TRUE(check_all(d.socket(), &why)) << why;
 }
 
 INSTANTIATE_TEST_SUITE_P(Daemon, RootUnderConstruction, ::testing::Values(true, false),
@@ -257,7 +238,7 @@ TEST(DaemonFailure, LeasesOfClientsThatExitWhileTheDaemonIsDownAreReclaimed) {
   EXPECT_TRUE(eventually([&] { return !holds_lease(**r, holder); })) << d.log();
   EXPECT_EQ(run_client(d, {"--file"}, {"orphaned", "verify", "1", "500", "40"}), 0);
   std::string why;
-  EXPECT_TRUE(check_all(d, &why)) << why;
+  EXPECT_TRUE(check_all(d.socket(), &why)) << why;
 }
 
 // Issue 15.2: a client that outlives its daemon holds the region through
@@ -349,7 +330,7 @@ TEST(DaemonFailure, CleanShutdownKeepsFileRegionsForTheNextDaemon) {
   EXPECT_NE(d.log().find("region \"kept\" (file"), std::string::npos) << d.log();
   EXPECT_EQ(run_client(d, {"--file"}, {"kept", "verify", "3", "2000", "200"}), 0);
   std::string why;
-  EXPECT_TRUE(check_all(d, &why)) << why;
+  EXPECT_TRUE(check_all(d.socket(), &why)) << why;
 }
 
 }  // namespace

@@ -82,4 +82,25 @@ struct RawSession {
   }
 };
 
+// The daemon's check of every region it serves: true if there is one and
+// all pass; otherwise why not in `message`.
+inline bool check_all(const std::string& socket, std::string* message) {
+  RawSession admin(socket);
+  grpc::ClientContext ctx;
+  RawSession::deadline(&ctx);
+  v1::CheckResponse resp;
+  grpc::Status s = admin.admin->Check(&ctx, v1::CheckRequest(), &resp);
+  if (!s.ok()) {
+    *message = s.error_message();
+    return false;
+  }
+  for (const v1::CheckResult& r : resp.results()) {
+    if (!r.ok()) {
+      *message = r.region() + ": " + r.message();
+      return false;
+    }
+  }
+  return resp.results_size() > 0;
+}
+
 }  // namespace memd::testing
