@@ -117,7 +117,9 @@ void LeasedBlocks::release(PageIndex block) {
   uint32_t n = 0;
   pthread_mutex_lock(&lock_);
   in_use_pages_ -= std::min<uint64_t>(in_use_pages_, s.block_pages);
-  if (s.count == kStashCapacity) take_oldest_locked(s, 1, out, &n);  // cannot happen: flush_at <= capacity
+  // Full only if a trim filled the give-back buffer before this class's
+  // half could go (flush_at <= capacity otherwise keeps it below).
+  if (s.count == kStashCapacity) take_oldest_locked(s, 1, out, &n);
   s.blocks[s.count] = block;
   s.zeroed[s.count] = false;
   ++s.count;

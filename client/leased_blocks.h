@@ -36,10 +36,9 @@ class LeasedBlocks final : public heap::BlockSource {
   void return_all();
   uint32_t huge_runs_kept() const override { return 1; }
 
+ private:
   // How long a spare block may sit unused in the stash before it goes back.
   static constexpr uint64_t kTrimIntervalNs = 1'000'000'000;
-
- private:
   static constexpr uint32_t kLists = heap::kMaxSegregatedClasses + 1;  // last: large blocks
   // Spare blocks are kept while thread heaps use them: a class whose count
   // of blocks in use swings keeps as many spares as the swing, so a ring of
@@ -52,7 +51,7 @@ class LeasedBlocks final : public heap::BlockSource {
   // which a reconnect needs: it stalled reconnects.)
   //
   // Hard caps bound what a busy process holds meanwhile: per class a number
-  // of pages (blocks of mid-size classes have up to 64 pages), and for all
+  // of pages (mid-size blocks have up to 16 pages, large blocks 20), and for all
   // classes together a share of the pages in use. At a cap the oldest half
   // of the class's spares go back in one call, and the class leases in
   // smaller batches again.
