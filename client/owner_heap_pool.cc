@@ -22,21 +22,16 @@ bool OwnerHeapPool::init(const heap::Region& r, const heap::SizeClasses* classes
   max_slots_ = r.header->max_owners;
   // Pages are touched only when a slot is first used by this process.
   size_t heaps = sizeof(heap::OwnerHeap) * (max_slots_ + 1);
-  size_t counters = sizeof(heap::HeapCounters) * (max_slots_ + 1);
-  heaps_bytes_ = (heaps + counters + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
+  heaps_bytes_ = (heaps + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
   void* mem = mmap(nullptr, heaps_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return false;
   heaps_ = static_cast<heap::OwnerHeap*>(mem);
-  // Zero pages are zero counters: no constructor needs to run.
-  counters_ = reinterpret_cast<heap::HeapCounters*>(static_cast<char*>(mem) + heaps);
-  static_assert(alignof(heap::HeapCounters) <= alignof(heap::OwnerHeap));
   // The stranger frees on behalf of threads without a heap (exiting ones):
   // its id owns no block, so every free it makes is a remote one.
   stranger_ = new (heaps_ + max_slots_) heap::OwnerHeap();
   stranger_->init(region_, classes_, source_,
-                  ((kMaxOwnerGeneration + 1) << heap::kOwnerSlotBits) | (heap::kMaxOwnerSlots - 1),
-                  &counters_[max_slots_]);
+                  ((kMaxOwnerGeneration + 1) << heap::kOwnerSlotBits) | (heap::kMaxOwnerSlots - 1));
   stranger_->disable_huge_cache();
   return true;
 }
@@ -61,11 +56,17 @@ heap::OwnerHeap* OwnerHeapPool::attach_thread() {
     if (gen > kMaxOwnerGeneration) gen = 1;
     heap::OwnerId id = gen << heap::kOwnerSlotBits | slot;
     heap::pending_open(region_, id);
-    auto* oh = new (heaps_ + slot) heap::OwnerHeap();
-    oh->init(region_, classes_, source_, id, &counters_[slot]);
-    for (uint32_t used = slots_used_.load(std::memory_order_relaxed);
-         used <= slot && !slots_used_.compare_exchange_weak(used, slot + 1, std::memory_order_relaxed);) {
+    heap::OwnerHeap* oh = heaps_ + slot;
+    std::atomic<uint64_t>& built = built_[slot / 64];
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    if (!(built.load(std::memory_order_relaxed) & bit)) {
+      new (oh) heap::OwnerHeap();
+      built.fetch_or(bit, std::memory_order_release);
+      for (uint32_t used = slots_used_.load(std::memory_order_relaxed);
+           used <= slot && !slots_used_.compare_exchange_weak(used, slot + 1, std::memory_order_relaxed);) {
+      }
     }
+    oh->init(region_, classes_, source_, id);
     return oh;
   }
   errno = EAGAIN;
@@ -73,10 +74,14 @@ heap::OwnerHeap* OwnerHeapPool::attach_thread() {
 }
 
 void OwnerHeapPool::sum_counters(heap::CounterSnapshot* out) const {
-  if (counters_ == nullptr) return;
+  if (stranger_ == nullptr) return;
   uint32_t used = slots_used_.load(std::memory_order_relaxed);
-  for (uint32_t slot = 0; slot < used; ++slot) out->add(counters_[slot]);
-  out->add(counters_[max_slots_]);
+  for (uint32_t slot = 0; slot < used; ++slot) {
+    if (built_[slot / 64].load(std::memory_order_acquire) & (uint64_t{1} << (slot % 64))) {
+      heaps_[slot].add_counters(out);
+    }
+  }
+  stranger_->add_counters(out);
 }
 
 void OwnerHeapPool::detach_thread(heap::OwnerHeap* oh) {

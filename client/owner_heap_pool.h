@@ -48,7 +48,7 @@ class OwnerHeapPool final : public ThreadHeapHost {
   uint32_t holder() const { return holder_; }
 
   // Adds up the telemetry counters of every thread heap this process has
-  // had here (cumulative: a slot's counters outlive its threads).
+  // had here (cumulative: a slot's heap and its counts outlive its threads).
   void sum_counters(heap::CounterSnapshot* out) const;
 
  private:
@@ -57,8 +57,12 @@ class OwnerHeapPool final : public ThreadHeapHost {
   heap::BlockSource* source_ = nullptr;
   heap::OwnerHeap* heaps_ = nullptr;  // one per owner slot, +1 for the stranger
   heap::OwnerHeap* stranger_ = nullptr;
-  heap::HeapCounters* counters_ = nullptr;  // one per owner slot, +1 for the stranger
-  std::atomic<uint32_t> slots_used_{0};     // slots below this have counted something
+  // A bit per owner slot whose heap is constructed (once: a thread that
+  // takes the slot later initializes the same heap again, so its counts
+  // stay cumulative). Set with release after the construction, so a
+  // reporter thread that sees it may read the heap's counts.
+  std::atomic<uint64_t> built_[heap::kMaxOwnerSlots / 64] = {};
+  std::atomic<uint32_t> slots_used_{0};  // slots below this have been built
   size_t heaps_bytes_ = 0;
   uint32_t max_slots_ = 0;
   uint32_t holder_ = 0;

@@ -26,16 +26,20 @@ inline uint64_t& tag_of(char* p) { return *reinterpret_cast<uint64_t*>(p + 8); }
 // swapping it in at this very moment (a racing double free).
 inline uint64_t load_tag(char* p) { return __atomic_load_n(&tag_of(p), __ATOMIC_RELAXED); }
 
+// Takes the first object of B's free list, whose head the caller read.
+// REQUIRES: head == b.free_head != 0. Owner only.
+inline char* block_pop_free(BlockDesc& b, char* base, uint32_t head) {
+  char* p = base + head - 1;
+  b.free_head = link_of(p);
+  tag_of(p) = 0;
+  ++b.used;
+  return p;
+}
+
 // Takes an object from B, or nullptr if B has no room. Owner only.
 inline char* block_pop(BlockDesc& b, char* base, uint32_t size) {
   uint32_t head = b.free_head;
-  if (__builtin_expect(head != 0, 1)) {
-    char* p = base + head - 1;
-    b.free_head = link_of(p);
-    tag_of(p) = 0;
-    ++b.used;
-    return p;
-  }
+  if (__builtin_expect(head != 0, 1)) return block_pop_free(b, base, head);
   if (b.bump < b.end) {
     char* p = base + b.bump;
     b.bump += size;

@@ -20,10 +20,8 @@ BlockDesc empty_block{};
 
 }  // namespace
 
-void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id,
-                     HeapCounters* counters) {
+void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id) {
   region_ = r;
-  counters_ = counters != nullptr ? counters : &own_counters_;
   sample_draws_.rng = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
   sample_countdown_ = start_sample_countdown(sampling_period(), &sample_draws_);
   data_ = r.data;
@@ -38,6 +36,7 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
   my_slot_ = &r.slots[slot_of(id)];
   huge_cache_ = HugeCache{};
   huge_cache_slots_ = std::clamp<uint32_t>(source->huge_runs_kept(), 1, kHugeCacheSlots);
+  huge_cache_allowed_ = true;
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
@@ -51,9 +50,13 @@ void OwnerHeap::init(const Region& r, const SizeClasses* classes, BlockSource* s
     cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
     cl.avail = cl.full = BlockList{};
     cl.empty_kept = 0;
-    cl.counts = &counters_->classes[cls];
   }
   large_.init(r, r.header->params.large_max, r.header->params.large_block_pages, secret_);
+}
+
+void OwnerHeap::add_counters(CounterSnapshot* out) const {
+  for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) out->add_class(cls, lists_[cls].counts);
+  out->add(counters_);
 }
 
 // --- owner lists (BlockDesc::prev/next) ---
@@ -120,14 +123,20 @@ void OwnerHeap::refresh_cur(ClassList& cl) {
 // --- allocation ---
 
 void* OwnerHeap::alloc_slow(uint32_t cls) {
-  take_pending();
   ClassList& cl = lists_[cls];
+  // A fresh block's bump space first; the remote frees others told us of
+  // wait until it runs out.
+  if (char* p = block_pop(*cl.cur, cl.cur_base, cl.size)) {
+    count_one(cl.counts.allocs);
+    return p;
+  }
+  take_pending();
   const ClassInfo& info = classes_->info(cls);
   for (;;) {
     if (cl.cur != &empty_block) {
       BlockDesc& b = *cl.cur;
       if (char* p = block_pop(b, cl.cur_base, cl.size)) {
-        count_one(cl.counts->allocs);
+        count_one(cl.counts.allocs);
         return p;
       }
       if (b.remote.load(std::memory_order_relaxed) != 0 &&
@@ -181,7 +190,7 @@ void* OwnerHeap::alloc_sample(size_t size, size_t align, bool* zeroed) {
     if (zeroed) *zeroed = fresh;
     uint32_t cls = SizeClasses::class_of(size);
     counted_bytes = lists_[cls].size;
-    count_one(lists_[cls].counts->allocs);
+    count_one(lists_[cls].counts.allocs);
     LargeHeap::mark_sampled(p, cls);
   } else {
     p = alloc_big(size, align, zeroed);
@@ -196,7 +205,7 @@ void* OwnerHeap::alloc_sample(size_t size, size_t align, bool* zeroed) {
       counted_bytes = run.pages.bytes();
     }
   }
-  count_one(counters_->samples);
+  count_one(counters_.samples);
   hooks->allocated(region_, p, size, counted_bytes);
   return p;
 }
@@ -206,8 +215,8 @@ void* OwnerHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
     // A chunk of this very size freed lately: no pending work needed first.
     if (void* q = align <= kChunkAlign ? large_.try_quick(size) : nullptr) {
       if (zeroed) *zeroed = false;
-      count_one(counters_->large.allocs);
-      count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(q));
+      count_one(counters_.large.allocs);
+      count_add(counters_.large.alloc_bytes, LargeHeap::usable_size(q));
       return q;
     }
     return alloc_large(size, align, zeroed);
@@ -222,8 +231,8 @@ void* OwnerHeap::alloc_large(size_t size, size_t align, bool* zeroed) {
   if (p == nullptr) return nullptr;
   if (locate(p).block == kept_empty_large_) kept_empty_large_ = kNoPage;
   if (zeroed) *zeroed = fresh;
-  count_one(counters_->large.allocs);
-  count_add(counters_->large.alloc_bytes, LargeHeap::usable_size(p));  // the header just written
+  count_one(counters_.large.allocs);
+  count_add(counters_.large.alloc_bytes, LargeHeap::usable_size(p));  // the header just written
   return p;
 }
 
@@ -253,8 +262,8 @@ void* OwnerHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
     // (a sampled huge run whose process died).
     region_.block(run).flags = 0;
   }
-  count_one(counters_->huge.allocs);
-  count_add(counters_->huge.alloc_bytes, region_.block(run).pages.bytes());
+  count_one(counters_.huge.allocs);
+  count_add(counters_.huge.alloc_bytes, region_.block(run).pages.bytes());
   return region_.page_address(run);
 }
 
@@ -378,7 +387,7 @@ FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
   if (load_tag(f.obj) == f.tag) return FreeStatus::kDoubleFree;
   BlockDesc& b = *f.block;
   if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {
-    count_one(f.cl->counts->frees);
+    count_one(f.cl->counts.frees);
     if (f.in_block >= b.bump) return FreeStatus::kInvalid;
     uint32_t used = block_push_local(b, f.obj, f.in_block, f.tag);
     // A full block regains room, or a block other than the current one empties.
@@ -390,7 +399,7 @@ FreeStatus OwnerHeap::free_slow(void* p, uint64_t page_desc) {
     case RemoteFree::kPushedFirst: notify_owner(region_, PageIndex{d.block}); break;
     case RemoteFree::kPushed: break;
   }
-  count_one(f.cl->counts->frees);
+  count_one(f.cl->counts.frees);
   return FreeStatus::kOk;
 }
 
@@ -425,8 +434,8 @@ FreeStatus OwnerHeap::free_big(void* p, uint64_t page_desc) {
     size_t usable = 0;
     LargeFreeResult r = large_.free_local(block, p, &usable);
     if (__builtin_expect(r == LargeFreeResult::kFreed || r == LargeFreeResult::kBlockEmpty, 1)) {
-      count_one(counters_->large.frees);
-      count_add(counters_->large.freed_bytes, usable);
+      count_one(counters_.large.frees);
+      count_add(counters_.large.freed_bytes, usable);
       if (r == LargeFreeResult::kBlockEmpty) handle_empty_large(block);
       return FreeStatus::kOk;
     }
@@ -450,8 +459,8 @@ FreeStatus OwnerHeap::free_huge_object(void* p, uint64_t page_desc) {
   uint64_t bytes = b.pages.bytes();
   FreeStatus s = free_huge(run);
   if (__builtin_expect(s == FreeStatus::kOk, 1)) {
-    count_one(counters_->huge.frees);
-    count_add(counters_->huge.freed_bytes, bytes);
+    count_one(counters_.huge.frees);
+    count_add(counters_.huge.freed_bytes, bytes);
   }
   return s;
 }
@@ -472,10 +481,10 @@ FreeStatus OwnerHeap::free_big_slow(void* p, const PointerInfo& at) {
   FreeStatus s = free_big_uncounted(p, at);
   if (s == FreeStatus::kOk) {
     if (counted_class < kMaxSegregatedClasses) {
-      count_one(counters_->classes[counted_class].frees);
+      count_one(lists_[counted_class].counts.frees);
     } else {
-      count_one(counters_->large.frees);
-      count_add(counters_->large.freed_bytes, counted_bytes);
+      count_one(counters_.large.frees);
+      count_add(counters_.large.freed_bytes, counted_bytes);
     }
   }
   return s;
@@ -626,7 +635,7 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
       // A sample counted as a size class stays counted as one object of it.
       uint32_t state = __atomic_load_n(&(static_cast<ChunkHeader*>(p) - 1)->state, __ATOMIC_ACQUIRE);
       if (!chunk_state_is_sampled(state) || sampled_counted_as(state) == kSampledAsLarge) {
-        count_resized(counters_->large, have, LargeHeap::usable_size(p));
+        count_resized(counters_.large, have, LargeHeap::usable_size(p));
       }
       return true;
     }
@@ -644,7 +653,7 @@ bool OwnerHeap::resize_in_place(void* p, size_t size) {
       bool resized = source_->resize_huge(at.block, want, &zeroed);
       b.owner_word.store(0, std::memory_order_release);
       if (!resized) return false;
-      count_resized(counters_->huge, have, want.bytes());
+      count_resized(counters_.huge, have, want.bytes());
       return true;
     }
     default:

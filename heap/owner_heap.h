@@ -6,8 +6,9 @@
 //
 //   alloc(size)
 //     size <= medium_max: alloc_segregated(cls)      [inline, no lock]
-//       block_pop(cur)                                bump, else free list
+//       block_pop_free(cur)                           its free list
 //       alloc_slow(cls)                               [out of line]
+//         block_pop(cur)                              its bump space
 //         take_pending()                              remote frees others told us of
 //         collect cur's remote list; else cur -> full list; next available
 //         source.acquire()                            adopt, else a fresh block
@@ -51,13 +52,14 @@ struct PointerInfo {
 
 class OwnerHeap {
  public:
-  // REQUIRES: `id` is a fresh owner id whose pending stack is open.
-  // `counters` (if given) outlive the heap and may already hold counts: a
-  // pool keeps one set per owner slot, cumulative across the threads that
-  // use the slot. Without, the heap counts in its own.
-  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id,
-            HeapCounters* counters = nullptr);
-  const HeapCounters& counters() const { return *counters_; }
+  // REQUIRES: `id` is a fresh owner id whose pending stack is open. A heap
+  // may be initialized again for a new owner once the last one abandoned it
+  // (a pool reuses one per owner slot): everything is reset but the
+  // telemetry counts, which stay cumulative across the owners it served.
+  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id);
+  // Adds this heap's telemetry counts to `out`. Any thread may call it at
+  // any time, once the heap is constructed.
+  void add_counters(CounterSnapshot* out) const;
 
   OwnerId id() const { return id_; }
   const Region& region() const { return region_; }
@@ -72,12 +74,17 @@ class OwnerHeap {
     }
     return alloc_big(size, 0, nullptr);
   }
+  // The fast path takes from the current block's free list only; a fresh
+  // block's bump space is the slow path's first resort. One path to the
+  // count keeps the compiler from merging the two paths' tails, which costs
+  // the common one instructions.
   __attribute__((always_inline)) inline void* alloc_segregated(uint32_t cls) {
-    ClassList& cl = lists_[cls];
-    char* p = block_pop(*cl.cur, cl.cur_base, cl.size);
-    if (__builtin_expect(p != nullptr, 1)) {
-      count_one(cl.counts->allocs);
-      return p;
+    ClassList& cl = class_list(cls);
+    BlockDesc& b = *cl.cur;
+    uint32_t head = b.free_head;  // read once: the count's asm would make the compiler read it again
+    if (__builtin_expect(head != 0, 1)) {
+      count_one(cl.counts.allocs);
+      return block_pop_free(b, cl.cur_base, head);
     }
     return alloc_slow(cls);
   }
@@ -103,7 +110,9 @@ class OwnerHeap {
                          0)) {
       return false;
     }
-    count_one(f.cl->counts->frees);
+    // Counted before the push: the class list's address is still in a
+    // register (after, the compiler computes it again).
+    count_one(f.cl->counts.frees);
     block_push_local(b, f.obj, f.in_block, f.tag);
     return true;
   }
@@ -180,9 +189,19 @@ class OwnerHeap {
     uint32_t empty_kept;  // empty blocks kept on the available list
     BlockList avail;      // blocks with room; the head is `cur`
     BlockList full;       // blocks with no room
-    ClassCount* counts;   // this class's telemetry counters
+    ClassCount counts;    // telemetry; cumulative, never reset by init
   };
   static_assert(sizeof(ClassList) == 64);
+
+  // The fast paths' way to a class list: its address in a register, which
+  // every field (the count's asm included) is addressed from. Indexed
+  // directly, GCC rebuilds the address from the class for the asm operand,
+  // which costs the counted build instructions the uncounted one lacks.
+  __attribute__((always_inline)) ClassList& class_list(uint32_t cls) {
+    ClassList* cl = &lists_[cls];
+    asm("" : "+r"(cl));
+    return *cl;
+  }
 
   // What both free paths compute of a segregated object at p.
   struct SegregatedFree {
@@ -195,7 +214,7 @@ class OwnerHeap {
   };
   __attribute__((always_inline)) SegregatedFree segregated_free(void* p, PageDesc d) {
     Offset off = static_cast<char*>(p) - data_;
-    ClassList& cl = lists_[d.cls];
+    ClassList& cl = class_list(d.cls);
     uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
     uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
     return {&cl, &blocks_[d.block], static_cast<char*>(p), in_block, free_tag(secret_, off),
@@ -294,10 +313,9 @@ class OwnerHeap {
   uint32_t huge_cache_slots_ = kHugeCacheSlots;  // the source's huge_runs_kept
   bool huge_cache_allowed_ = true;
   SampleDraws sample_draws_;
-  HeapCounters* counters_ = &own_counters_;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;
-  HeapCounters own_counters_;
+  HeapCounters counters_;  // cumulative, never reset by init
 };
 
 }  // namespace memd::heap

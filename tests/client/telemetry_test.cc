@@ -110,6 +110,45 @@ TEST_F(TelemetryTest, CountersAreCumulativeAcrossThreadsThatComeAndGo) {
   EXPECT_EQ(total_frees(c), uint64_t{3} * kThreads * kEach);
 }
 
+TEST_F(TelemetryTest, CountersReadWhileThreadsComeAndGoNeverGoBack) {
+  // A thread that takes an owner slot after another left it initializes
+  // the slot's heap again; its counts must carry on from the last thread's,
+  // as a reporter reading them at any moment sees (Prometheus would take a
+  // drop for a counter reset).
+  constexpr int kRounds = 20, kThreads = 3, kEach = 2000;
+  std::atomic<bool> done{false};
+  uint64_t drops = 0, reads = 0;
+  std::thread reader([&] {
+    uint64_t last_allocs = 0, last_frees = 0;
+    while (!done.load(std::memory_order_acquire)) {
+      heap::CounterSnapshot c = heap_->counters();
+      uint64_t a = total_allocs(c), f = total_frees(c);
+      if (a < last_allocs || f < last_frees) ++drops;
+      last_allocs = a;
+      last_frees = f;
+      ++reads;
+    }
+  });
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        std::vector<void*> v;
+        for (int i = 0; i < kEach; ++i) v.push_back(heap_->alloc(8 + ((i + t) % 64) * 8));
+        for (void* p : v) heap_->free(p);
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+  done.store(true, std::memory_order_release);
+  reader.join();
+  EXPECT_EQ(drops, 0u) << "of " << reads << " reads";
+  EXPECT_GT(reads, 0u);
+  heap::CounterSnapshot c = heap_->counters();
+  EXPECT_EQ(total_allocs(c), uint64_t{kRounds} * kThreads * kEach);
+  EXPECT_EQ(total_frees(c), uint64_t{kRounds} * kThreads * kEach);
+}
+
 // Checks that the events, in the order drained, end every sample exactly
 // once: each free is of an address sampled and not freed since, and nothing
 // sampled is left live. Returns how many samples there were.
