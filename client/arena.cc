@@ -1,8 +1,6 @@
 #include "client/arena.h"
 
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include <cerrno>
 #include <new>
@@ -10,16 +8,6 @@
 #include "heap/region_format.h"
 
 namespace memd::client {
-
-uint64_t random_secret() {
-  uint64_t s = 0;
-  if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s) {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s = (uint64_t(ts.tv_nsec) << 32) ^ uint64_t(ts.tv_sec) ^ reinterpret_cast<uintptr_t>(&s);
-  }
-  return s | 1;  // never zero: a zero tag would match fresh memory
-}
 
 Arena* Arena::create(const ArenaOptions& options) {
   if (!heap::params_valid(options.params) || options.max_threads == 0 ||
@@ -47,7 +35,7 @@ void Arena::destroy(Arena* arena) {
 
 bool Arena::init(const ArenaOptions& options) {
   if (!source_.reserve(options.reserve_bytes)) return false;
-  if (!heap::region_format(source_, options.params, options.max_threads, random_secret())) return false;
+  if (!heap::region_format(source_, options.params, options.max_threads, heap::random_secret())) return false;
   pages_.init(&source_, heap::Region::attach(source_.base()));
   return threads_.init(pages_.region(), &pages_.classes(), &pages_, heap::kProcessHolder);
 }

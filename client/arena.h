@@ -62,7 +62,4 @@ class Arena final : public ThreadHeapHost {
   OwnerHeapPool threads_;
 };
 
-// A random, nonzero secret for a new region's free tags.
-uint64_t random_secret();
-
 }  // namespace memd::client

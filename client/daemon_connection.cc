@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/telemetry/sampler.h"
-#include "client/arena.h"
+#include "heap/region_format.h"
 #include "client/lease_service.h"
 
 namespace memd::client {
@@ -32,7 +32,7 @@ std::string program_name() {
 
 // Fixed for the life of this program image (an exec makes a new one).
 uint64_t image_id() {
-  static const uint64_t id = random_secret() | 1;
+  static const uint64_t id = heap::random_secret() | 1;
   return id;
 }
 

@@ -290,7 +290,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   spec.max_roots = options.max_roots;
   spec.method = static_cast<uint32_t>(options.method);
   spec.discipline = static_cast<uint32_t>(options.discipline);
-  spec.secret = client::random_secret();
+  spec.secret = heap::random_secret();
   if (heap::region_max_pages(bytes, spec) < 64) {
     return absl::InvalidArgumentError(absl::StrCat("max_bytes ", options.max_bytes,
                                                    " leaves no room for data pages after the tables"));

@@ -230,6 +230,36 @@ class Region {
   Discipline discipline() const;
   Method method() const;
   uint64_t generation() const;  // owner opens since creation
+
+  // What a serving owner (the daemon) reads of its region, so that it needs
+  // none of the region's internals (client/region_owner_facts.cc).
+  struct HeaderFacts {
+    uint64_t generation = 0;      // owner opens since creation
+    uint64_t recoveries = 0;      // opens that found an unclean close
+    uint64_t leaked_objects = 0;  // objects lost to crashes, as recovery counted them
+    uint32_t max_clients = 0;     // lease slots
+    uint32_t max_pages = 0;       // data pages the reservation can hold
+    uint64_t committed_bytes = 0; // data pages backed now
+  };
+  HeaderFacts header_facts() const;
+  // One client process's lease slot, as the owner keeps it.
+  struct LeaseSlotFacts {
+    bool active = false;       // a process holds blocks under the slot
+    pid_t pid = 0;             // and its identity: pid and start time
+    uint64_t start_time = 0;
+    uint64_t lease_calls = 0;  // lease requests served under the slot
+    uint32_t stash_owner = 0;  // the owner id of the client's spare blocks
+  };
+  // REQUIRES: slot < header_facts().max_clients.
+  LeaseSlotFacts lease_slot(uint32_t slot) const;
+  // Bytes of the committed data pages in memory now (mincore).
+  uint64_t resident_bytes() const;
+  // Whether a live object starts `offset` bytes into the data pages (false
+  // for anything else, an offset past the committed pages included).
+  bool object_starts_at(uint64_t offset) const;
+  // Owner only: blocks of dead owners no thread has adopted yet.
+  uint64_t abandoned_blocks() const;
+
   RegionImpl* impl() const { return impl_.get(); }
 
  private:

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/handler.h"
 #include "daemon/heap_profile.h"
@@ -13,6 +12,7 @@
 #include "daemon/clock.h"
 #include "daemon/log.h"
 #include "daemon/visibility.h"
+#include "daemon/version.h"
 
 namespace memd::daemon {
 namespace {
@@ -129,9 +129,8 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
         li->set_lease_slot(a.slot);
         std::lock_guard<std::mutex> g(a.region->lock);
         if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
-        const heap::LeaseSlot& l = a.region->region->impl()->region.leases[a.slot];
         li->set_blocks(a.region->leases()->blocks_held(a.slot));
-        li->set_leases(l.leases.load());
+        li->set_leases(a.region->region->lease_slot(a.slot).lease_calls);
       }
     }
     return absl::OkStatus();
@@ -141,7 +140,7 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
 grpc::Status AdminService::Stats(grpc::ServerContext* c, const v1::StatsRequest*, v1::StatsResponse* resp) {
   return handle(state_, __func__, c, std::nullopt, [&](Caller& who) -> absl::Status {
     resp->set_daemon_id(state_->daemon_id);
-    resp->set_version("0.1.0");
+    resp->set_version(kVersion);
     resp->set_uptime_ms(wall_ms() - state_->started_ms);
     // Counts of what the caller may see; the daemon-wide totals below name nobody.
     uint32_t regions = 0, sessions = 0;

@@ -8,10 +8,10 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "client/arena.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
 #include "disciplines/fault_guard.h"
+#include "heap/region_format.h"
 
 namespace memd::daemon {
 namespace {
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
   d->state_.peers = &d->peers_;
   d->state_.regions = &d->regions_;
   d->state_.sessions = d->sessions_.get();
-  d->state_.daemon_id = absl::StrCat(getpid(), "-", absl::Hex(client::random_secret()));
+  d->state_.daemon_id = absl::StrCat(getpid(), "-", absl::Hex(heap::random_secret()));
   d->state_.started_ms = wall_ms();
   d->state_.telemetry = &d->telemetry_;
 

@@ -10,6 +10,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/version.h"
 
 namespace {
 
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cl->version) {
-    std::puts("memd 0.1.0 (protocol memd.v1)");
+    std::printf("memd %s (protocol %s)\n", kVersion, kProtocol);
     return 0;
   }
   if (cl->print_config) {

@@ -1,6 +1,5 @@
 #include "daemon/metrics.h"
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,9 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/lease_service.h"
-#include "client/region_impl.h"
 #include "daemon/clock.h"
-#include "heap/inspect.h"
+#include "daemon/version.h"
 
 namespace memd::daemon {
 namespace {
@@ -54,20 +52,6 @@ class Families {
   std::vector<MetricFamily> out_;
 };
 
-// Bytes of [base, base + bytes) in memory now, in windows so that a large
-// reservation needs no large vector.
-uint64_t resident_bytes(char* base, uint64_t bytes) {
-  constexpr uint64_t kWindow = uint64_t{64} << 20;
-  std::vector<unsigned char> v(kWindow / heap::kPageSize);
-  uint64_t resident = 0;
-  for (uint64_t off = 0; off < bytes; off += kWindow) {
-    uint64_t len = std::min(kWindow, bytes - off);
-    if (mincore(base + off, len, v.data()) != 0) break;
-    for (uint64_t i = 0; i < (len + heap::kPageSize - 1) / heap::kPageSize; ++i) resident += v[i] & 1;
-  }
-  return resident * heap::kPageSize;
-}
-
 void collect_regions(DaemonState* state, Families* f) {
   std::vector<std::shared_ptr<ServedRegion>> regions = state->regions->list();
   f->gauge("memd_regions", "Regions the daemon serves.", {}, static_cast<double>(regions.size()));
@@ -97,14 +81,12 @@ void collect_regions(DaemonState* state, Families* f) {
     }
     std::lock_guard<std::mutex> g(r->lock);
     if (!r->usable().ok()) continue;
-    RegionImpl* impl = r->region->impl();
-    const heap::RegionHeader& h = *impl->region.header;
+    Region::HeaderFacts h = r->region->header_facts();
     heap::RegionStats st = r->region->stat();
     double page = heap::kPageSize;
     double in_blocks = static_cast<double>(st.pages_in_use) * page;
     f->gauge("memd_region_resident_bytes", "Bytes of the region's mapping in memory now (mincore).", l,
-             static_cast<double>(resident_bytes(impl->region.data,
-                                                uint64_t{h.page_heap.committed_pages.load()} * heap::kPageSize)));
+             static_cast<double>(r->region->resident_bytes()));
     f->gauge("memd_region_in_blocks_bytes", "Bytes of pages in blocks and huge runs.", l, in_blocks);
     f->gauge("memd_region_leased_bytes", "Bytes of pages in blocks that clients hold now.", l,
              static_cast<double>(st.pages_owned) * page);
@@ -118,15 +100,15 @@ void collect_regions(DaemonState* state, Families* f) {
     f->gauge("memd_region_objects", "Live objects in the region.", l, static_cast<double>(st.busy_objects));
     uint64_t leased = 0, dead = 0;
     for (uint32_t i = 0; i < h.max_clients; ++i) {
-      const heap::LeaseSlot& s = impl->region.leases[i];
+      Region::LeaseSlotFacts s = r->region->lease_slot(i);
       leased += r->leases()->blocks_held(i);  // the daemon's ledger, not the writable lease table
-      if (s.state.load() == heap::LeaseState::kActive && client::process_start_time(s.pid) != s.start_time) ++dead;
+      if (s.active && client::process_start_time(s.pid) != s.start_time) ++dead;
     }
     f->gauge("memd_region_blocks", "Blocks by state: leased to clients, abandoned (waiting for adoption).",
              {{"region", r->record.name}, {"state", "leased"}}, static_cast<double>(leased));
     f->gauge("memd_region_blocks", "Blocks by state: leased to clients, abandoned (waiting for adoption).",
              {{"region", r->record.name}, {"state", "abandoned"}},
-             static_cast<double>(impl->pages->abandoned_blocks()));
+             static_cast<double>(r->region->abandoned_blocks()));
     f->gauge("memd_region_dead_client_leases", "Lease slots held by processes that no longer run.", l,
              static_cast<double>(dead));
     f->counter("memd_region_recoveries_total", "Opens of the region that repaired a crash.", l,
@@ -152,8 +134,7 @@ void collect_clients(DaemonState* state, Families* f) {
     for (const auto& [h, a] : state->sessions->attachments(*s)) {
       std::lock_guard<std::mutex> g(a.region->lock);
       if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
-      const heap::LeaseSlot& l = a.region->region->impl()->region.leases[a.slot];
-      lease_rpcs += l.leases.load();
+      lease_rpcs += a.region->region->lease_slot(a.slot).lease_calls;
       f->gauge("memd_client_leased_blocks", "Blocks leased to the client now.",
                {{"client", client}, {"region", a.region->record.name}},
                static_cast<double>(a.region->leases()->blocks_held(a.slot)));
@@ -226,7 +207,7 @@ void collect_telemetry(DaemonState* state, Families* f) {
 }
 
 void collect_daemon(DaemonState* state, Families* f) {
-  f->gauge("memd_build_info", "The daemon's version.", {{"version", "0.1.0"}}, 1);
+  f->gauge("memd_build_info", "The daemon's version.", {{"version", kVersion}}, 1);
   f->gauge("memd_start_time_seconds", "When the daemon started, in Unix time.", {},
            static_cast<double>(state->started_ms) / 1000.0);
   uint32_t connected = static_cast<uint32_t>(state->sessions->list().size());
@@ -293,11 +274,7 @@ bool region_object_live(DaemonState* state, const std::string& region, uint64_t 
   if (r == nullptr) return false;
   std::lock_guard<std::mutex> g(r->lock);
   if (!r->usable().ok()) return false;
-  RegionImpl* impl = r->region->impl();
-  uint64_t committed = uint64_t{impl->region.header->page_heap.committed_pages.load()} * heap::kPageSize;
-  if (offset >= committed) return false;
-  char* p = impl->region.data + offset;
-  return heap::region_object_start(impl->region, *impl->classes, p) == p;
+  return r->region->object_starts_at(offset);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, DaemonState* state) {

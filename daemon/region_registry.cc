@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
@@ -85,7 +84,7 @@ std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, s
   s->region = std::move(region);
   if (s->region != nullptr) {
     absl::StatusOr<std::unique_ptr<LeaseJournal>> j = LeaseJournal::open(
-        catalog_->journal_path(s->record.name), s->region->impl()->region.header->max_clients, fresh);
+        catalog_->journal_path(s->record.name), s->region->header_facts().max_clients, fresh);
     if (j.ok()) {
       s->journal = std::move(*j);
     } else {
@@ -130,9 +129,9 @@ void RegionRegistry::load_all(std::vector<KeptLease>* kept) {
       s->mark_damaged(absl::StrCat("recovery at start: ", backing.message()));
       continue;
     }
-    heap::RegionHeader& h = *(*region)->impl()->region.header;
+    Region::HeaderFacts h = (*region)->header_facts();
     log_info("region \"", r.name, "\" (", discipline_name(r.discipline), ", ", r.object, ") opened: generation ",
-             h.generation.load(), ", recoveries ", h.recoveries, ", leaked objects ", h.leaked_objects, ", ",
+             h.generation, ", recoveries ", h.recoveries, ", leaked objects ", h.leaked_objects, ", ",
              live.size(), " client(s) of the previous daemon still running");
     std::shared_ptr<ServedRegion> s = add_locked(std::move(r), std::move(*region), false);
     {

@@ -2,7 +2,6 @@
 // close, list, stat, remove.
 #include <sys/stat.h>
 
-#include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/client_text.h"
 #include "daemon/handler.h"
@@ -74,12 +73,11 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     {
       std::lock_guard<std::mutex> g((*r)->lock);
       if (absl::Status s = (*r)->usable(); !s.ok()) return s;
-      const heap::Region& hr = (*r)->region->impl()->region;
-      resp->set_generation(hr.header->generation.load());
+      resp->set_generation((*r)->region->generation());
       if (at->slot != kNoLeaseSlot) {
         resp->set_lease_slot(at->slot);
         resp->set_holder(at->slot + 1);
-        resp->set_stash_owner(hr.leases[at->slot].stash_owner);
+        resp->set_stash_owner((*r)->region->lease_slot(at->slot).stash_owner);
       }
     }
     log_info("session ", who.session->id, " (pid ", who.peer.pid, ") ", created ? "created" : "opened", " region \"",
@@ -153,8 +151,7 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
     out->set_damage(r.damage);
     return;
   }
-  RegionImpl* impl = r.region->impl();
-  const heap::RegionHeader& h = *impl->region.header;
+  Region::HeaderFacts h = r.region->header_facts();
   uint64_t leased = 0;
   for (uint32_t i = 0; i < h.max_clients; ++i) leased += r.leases()->blocks_held(i);
   struct stat sb {};
@@ -164,10 +161,10 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
   out->set_pages_free(st.pages_dirty + st.pages_discarded);
   out->set_pages_discarded(st.pages_discarded);
   out->set_blocks_leased(leased);
-  out->set_blocks_abandoned(impl->pages->abandoned_blocks());
+  out->set_blocks_abandoned(r.region->abandoned_blocks());
   out->set_objects(st.busy_objects);
   out->set_object_bytes(st.busy_bytes);
-  out->set_generation(h.generation.load());
+  out->set_generation(h.generation);
   out->set_recoveries(h.recoveries);
   out->set_leaked_objects(h.leaked_objects);
 }

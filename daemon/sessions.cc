@@ -2,7 +2,6 @@
 
 #include <time.h>
 
-#include "client/region_impl.h"
 #include "absl/strings/str_cat.h"
 #include "client/lease_service.h"
 #include "daemon/clock.h"

@@ -1,5 +1,8 @@
 #include "heap/region_format.h"
 
+#include <sys/random.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -168,6 +171,16 @@ FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* 
                 h.version, kFormatVersion);
   }
   return FormatError::kOk;
+}
+
+uint64_t random_secret() {
+  uint64_t s = 0;
+  if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s = (uint64_t(ts.tv_nsec) << 32) ^ uint64_t(ts.tv_sec) ^ reinterpret_cast<uintptr_t>(&s);
+  }
+  return s | 1;  // never zero: a zero tag would match fresh memory
 }
 
 }  // namespace memd::heap

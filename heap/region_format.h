@@ -57,4 +57,8 @@ enum class FormatError {
 // upgrade it): usable only after region_upgrade.
 FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* why, size_t why_size);
 
+// A random, nonzero secret for a new region's free tags (FormatSpec::secret),
+// also good as a process-unique id.
+uint64_t random_secret();
+
 }  // namespace memd::heap

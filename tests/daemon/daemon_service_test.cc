@@ -152,6 +152,7 @@ TEST(DaemonService, ListsClientsAndStats) {
   EXPECT_EQ(stats.regions(), 1u);
   EXPECT_EQ(stats.sessions(), 2u);
   EXPECT_GT(stats.rpcs(), 2u);
+  EXPECT_EQ(stats.version(), MEMD_VERSION);  // the project's version (CMakeLists.txt)
 }
 
 // memdctl check on a busy region: clients allocating while the daemon checks
@@ -224,6 +225,9 @@ TEST(DaemonCommandLine, HelpConfigFileAndErrors) {
   EXPECT_EQ(run_memd({"--help"}, out), 0);
   EXPECT_NE(read_file(out).find("usage: memd"), std::string::npos);
   EXPECT_NE(read_file(out).find("--data-dir"), std::string::npos);
+  std::string version_out = d.dir() + "/version.out";
+  EXPECT_EQ(run_memd({"--version"}, version_out), 0);
+  EXPECT_EQ(read_file(version_out), std::string("memd ") + MEMD_VERSION + " (protocol memd.v1)\n");
 
   std::string conf = d.dir() + "/memd.conf";
   std::ofstream(conf) << "# test\nregion-bytes = 64M\nlog-level=warning\n";
