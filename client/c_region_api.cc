@@ -1,6 +1,7 @@
 // The C API over memd::Region: a memd_region* is a memd::Region*.
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "client/memd_region.h"
 #include "client/region.h"
@@ -38,37 +39,47 @@ int result(const absl::Status& s) {
   return -1;
 }
 
-bool valid_discipline(int d) { return d == MEMD_SHM || d == MEMD_FILE || d == MEMD_PMEM; }
+static_assert(MEMD_SHM == static_cast<int>(memd::Discipline::kShm));
+static_assert(MEMD_FILE == static_cast<int>(memd::Discipline::kFile));
+static_assert(MEMD_PMEM == static_cast<int>(memd::Discipline::kPmem));
+
+// The C API's discipline number, or nullopt (unspecified is not one here).
+std::optional<memd::Discipline> discipline_of(int d) {
+  if (d <= 0) return std::nullopt;
+  std::optional<memd::Discipline> got = memd::discipline_from_number(static_cast<uint64_t>(d));
+  if (got && *got == memd::Discipline{}) return std::nullopt;
+  return got;
+}
 
 }  // namespace
 
 extern "C" {
 
 memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes) {
-  if (name == nullptr || !valid_discipline(discipline)) {
+  if (name == nullptr || !discipline_of(discipline)) {
     errno = EINVAL;
     return nullptr;
   }
   memd::RegionOptions o;
-  o.discipline = static_cast<memd::Discipline>(discipline);
+  o.discipline = *discipline_of(discipline);
   if (max_bytes != 0) o.max_bytes = max_bytes;
   return give(memd::Region::create(name, o));
 }
 
 memd_region* memd_region_open(const char* name, int discipline) {
-  if (name == nullptr || !valid_discipline(discipline)) {
+  if (name == nullptr || !discipline_of(discipline)) {
     errno = EINVAL;
     return nullptr;
   }
-  return give(memd::Region::open(name, static_cast<memd::Discipline>(discipline)));
+  return give(memd::Region::open(name, *discipline_of(discipline)));
 }
 
 memd_region* memd_region_attach(const char* name, int discipline, const char* socket_path, int read_only) {
-  if (name == nullptr || !valid_discipline(discipline) || (socket_path == nullptr && !read_only)) {
+  if (name == nullptr || !discipline_of(discipline) || (socket_path == nullptr && !read_only)) {
     errno = EINVAL;
     return nullptr;
   }
-  return give(memd::Region::attach(name, static_cast<memd::Discipline>(discipline),
+  return give(memd::Region::attach(name, *discipline_of(discipline),
                                    socket_path ? socket_path : "", read_only != 0));
 }
 
@@ -83,11 +94,11 @@ int memd_region_serve(memd_region* region, const char* socket_path) {
 void memd_region_close(memd_region* region) { delete cast(region); }
 
 int memd_region_remove(const char* name, int discipline) {
-  if (name == nullptr || !valid_discipline(discipline)) {
+  if (name == nullptr || !discipline_of(discipline)) {
     errno = EINVAL;
     return -1;
   }
-  return result(memd::Region::remove(name, static_cast<memd::Discipline>(discipline)));
+  return result(memd::Region::remove(name, *discipline_of(discipline)));
 }
 
 void* memd_region_alloc(memd_region* region, size_t size) { return cast(region)->alloc(size); }

@@ -7,6 +7,7 @@
 #include "client/lease_service.h"
 #include "client/options.h"
 #include "client/region_impl.h"
+#include "client/wire_enums.h"
 
 namespace memd {
 
@@ -36,8 +37,8 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
     v1::OpenRegionRequest req;
     req.set_session(cur->session);
     req.set_name(std::string(name));
-    if (!options.any_discipline) req.set_discipline(static_cast<v1::Discipline>(options.discipline));
-    req.set_method(static_cast<v1::Method>(options.method));
+    if (!options.any_discipline) req.set_discipline(to_wire(options.discipline));
+    req.set_method(to_wire(options.method));
     req.set_create(options.create);
     req.set_exclusive(options.exclusive);
     req.set_max_bytes(options.max_bytes);
@@ -52,13 +53,17 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
     connection_->await_reconnect(cur->epoch);
   }
   if (!st.ok()) return client::from_grpc(st);
-  Discipline d = static_cast<Discipline>(resp.discipline());
-  Method m = static_cast<Method>(resp.method());
-  if (options.read_only) return Region::attach(resp.object_path(), d, "", true, m);
+  std::optional<Discipline> d = discipline_from_number(static_cast<uint32_t>(resp.discipline()));
+  std::optional<Method> m = method_from_number(static_cast<uint32_t>(resp.method()));
+  if (!d || *d == Discipline{} || !m || *m == Method{}) {
+    return absl::InternalError(absl::StrCat("the daemon answered with discipline ", resp.discipline(), " and method ",
+                                            resp.method(), ", which this client does not know"));
+  }
+  if (options.read_only) return Region::attach(resp.object_path(), *d, "", true, *m);
   client::ClientLease lease{resp.lease_slot(), resp.holder(), resp.stash_owner()};
   auto channel = std::make_unique<client::GrpcLeaseChannel>(connection_, std::string(name), lease, resp.handle());
   client::RegionLink* link = channel->link();
-  absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), d, m, std::move(channel), lease);
+  absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), *d, *m, std::move(channel), lease);
   if (!region.ok()) return region.status();
   RegionImpl* impl = (*region)->impl();
   connection_->set_drain(link, [impl] {

@@ -28,7 +28,18 @@ namespace {
 using disciplines::DisciplineKind;
 using disciplines::SharedSource;
 
+// The disciplines' own numbers are the region's (and so the wire's).
+static_assert(static_cast<uint32_t>(DisciplineKind::kShm) == static_cast<uint32_t>(Discipline::kShm));
+static_assert(static_cast<uint32_t>(DisciplineKind::kFile) == static_cast<uint32_t>(Discipline::kFile));
+static_assert(static_cast<uint32_t>(DisciplineKind::kPmem) == static_cast<uint32_t>(Discipline::kPmem));
 DisciplineKind kind_of(Discipline d) { return static_cast<DisciplineKind>(d); }
+
+// A source's events are the region's, number for number.
+static_assert(static_cast<uint32_t>(disciplines::SourceEvent::kNoMemory) == static_cast<uint32_t>(RegionEvent::kNoMemory));
+static_assert(static_cast<uint32_t>(disciplines::SourceEvent::kBadAddress) ==
+              static_cast<uint32_t>(RegionEvent::kBadAddress));
+static_assert(static_cast<uint32_t>(disciplines::SourceEvent::kOpen) == static_cast<uint32_t>(RegionEvent::kOpen));
+static_assert(static_cast<uint32_t>(disciplines::SourceEvent::kClose) == static_cast<uint32_t>(RegionEvent::kClose));
 
 absl::Status check_name(std::string_view name, Discipline d) {
   if (d != Discipline::kShm && d != Discipline::kFile && d != Discipline::kPmem) {

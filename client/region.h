@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <new>
 #include <string>
 #include <string_view>
@@ -50,6 +51,13 @@ enum class Discipline : uint32_t {
 
 // How the region's memory is managed. `best` is the Vam heap.
 enum class Method : uint32_t { kBest = 1 };
+
+// The only place a number becomes a Discipline or a Method (a number from
+// the wire, the C API or the daemon's catalog, whose enums are pinned to
+// these by static_asserts: client/wire_enums.h, c_region_api.cc). Zero is
+// "unspecified" (Discipline{}, Method{}); a number that names none is nullopt.
+std::optional<Discipline> discipline_from_number(uint64_t n);
+std::optional<Method> method_from_number(uint64_t n);
 
 // Vmalloc's exception events, delivered to the region's handler.
 enum class RegionEvent : uint32_t {

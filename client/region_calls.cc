@@ -200,6 +200,24 @@ void Region::set_event_handler(RegionEventHandler handler, void* context) {
   impl_->handler_context = context;
 }
 
+std::optional<Discipline> discipline_from_number(uint64_t n) {
+  switch (n) {
+    case 0: return Discipline{};
+    case static_cast<uint32_t>(Discipline::kShm): return Discipline::kShm;
+    case static_cast<uint32_t>(Discipline::kFile): return Discipline::kFile;
+    case static_cast<uint32_t>(Discipline::kPmem): return Discipline::kPmem;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Method> method_from_number(uint64_t n) {
+  switch (n) {
+    case 0: return Method{};
+    case static_cast<uint32_t>(Method::kBest): return Method::kBest;
+    default: return std::nullopt;
+  }
+}
+
 bool Region::is_owner() const { return impl_->owner(); }
 bool Region::read_only() const { return impl_->read_only; }
 Discipline Region::discipline() const { return impl_->discipline; }

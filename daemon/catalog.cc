@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -17,7 +18,15 @@
 namespace memd::daemon {
 namespace {
 constexpr char kSuffix[] = ".region.conf";
+
+// A record's discipline or method: one that names something (not 0).
+template <class E>
+bool set_from(std::optional<E> v, E* out) {
+  if (!v || *v == E{}) return false;
+  *out = *v;
+  return true;
 }
+}  // namespace
 
 Catalog::Catalog(std::string data_dir) : data_dir_(std::move(data_dir)) {}
 
@@ -94,8 +103,8 @@ absl::StatusOr<std::vector<CatalogRecord>> Catalog::load() const {
       if (key == "name") r.name = v;
       else if (key == "object") r.object = v;
       else if (!num) bad = true;
-      else if (key == "discipline") r.discipline = static_cast<Discipline>(n);
-      else if (key == "method") r.method = static_cast<Method>(n);
+      else if (key == "discipline") bad |= !set_from(discipline_from_number(n), &r.discipline);
+      else if (key == "method") bad |= !set_from(method_from_number(n), &r.method);
       else if (key == "owner_uid") r.owner_uid = static_cast<uid_t>(n);
       else if (key == "owner_gid") r.owner_gid = static_cast<gid_t>(n);
       else if (key == "mode") r.mode = static_cast<uint32_t>(n);

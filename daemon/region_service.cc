@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "client/wire_enums.h"
 #include "daemon/client_text.h"
 #include "daemon/handler.h"
 #include "daemon/log.h"
@@ -43,8 +44,12 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
   return handle(state_, __func__, c, req->session(), [&](Caller& who) -> absl::Status {
     OpenArgs a;
     a.name = req->name();
-    a.discipline = static_cast<Discipline>(req->discipline());
-    a.method = static_cast<Method>(req->method());
+    std::optional<Discipline> discipline = discipline_from_number(static_cast<uint32_t>(req->discipline()));
+    if (!discipline) return absl::InvalidArgumentError(absl::StrCat("unknown discipline ", req->discipline()));
+    std::optional<Method> method = method_from_number(static_cast<uint32_t>(req->method()));
+    if (!method) return absl::InvalidArgumentError(absl::StrCat("unknown method ", req->method()));
+    a.discipline = *discipline;
+    a.method = *method;
     a.create = req->create();
     a.exclusive = req->exclusive();
     a.max_bytes = req->max_bytes();
@@ -67,8 +72,8 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     const CatalogRecord& rec = (*r)->record;
     resp->set_handle((*r)->handle);
     resp->set_object_path(rec.object);
-    resp->set_discipline(static_cast<v1::Discipline>(rec.discipline));
-    resp->set_method(static_cast<v1::Method>(rec.method));
+    resp->set_discipline(to_wire(rec.discipline));
+    resp->set_method(to_wire(rec.method));
     resp->set_created(created);
     {
       std::lock_guard<std::mutex> g((*r)->lock);
@@ -132,8 +137,8 @@ grpc::Status RegionService::Remove(grpc::ServerContext* c, const v1::RemoveRegio
 void describe_region(ServedRegion& r, v1::RegionInfo* out) {
   const CatalogRecord& rec = r.record;
   out->set_name(rec.name);
-  out->set_discipline(static_cast<v1::Discipline>(rec.discipline));
-  out->set_method(static_cast<v1::Method>(rec.method));
+  out->set_discipline(to_wire(rec.discipline));
+  out->set_method(to_wire(rec.method));
   out->set_object_path(rec.object);
   out->set_owner_uid(rec.owner_uid);
   out->set_owner_gid(rec.owner_gid);

@@ -30,6 +30,7 @@ CLIENT_HEADERS_FOR_SERVERS = {
     "client/lease_service.h",   # the owner's lease ledger the daemon drives
     "client/options.h",         # the environment's settings (MEMD_* variables)
     "client/daemon_client.h",   # memd::Client, for memdctl
+    "client/wire_enums.h",      # the region enums on the wire, pinned to the C++ ones
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
