@@ -62,43 +62,23 @@ void warn(const char* text) {
 
 bool reported_elsewhere = false;
 
-// A whole number, then optionally K, M or G (KiB, MiB, GiB), and nothing
-// else.
-bool parse_bytes(const char* text, uint64_t* out) {
-  if (*text < '0' || *text > '9') return false;  // strtoull would take " -1"
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0) return false;
-  int shift = 0;
-  switch (*end) {
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
-    default: break;
-  }
-  if (*end != '\0' || v > (uint64_t{INT64_MAX} >> shift)) return false;
-  *out = uint64_t{v} << shift;
-  return true;
-}
-
 // The variable's value if set and valid; -1 (and a report) otherwise.
-int64_t setting(const char* name, bool (*parse)(const char*, uint64_t*), const char* takes) {
+int64_t setting(const char* name, bool (*parse)(std::string_view, uint64_t*), const char* takes) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return -1;
   uint64_t n = 0;
-  if (parse(v, &n)) return static_cast<int64_t>(n);
+  if (parse(v, &n) && n <= uint64_t{INT64_MAX}) return static_cast<int64_t>(n);
   if (!quiet() && !reported_elsewhere) report_bad_setting(name, v, takes);
   return -1;
 }
 
-bool parse_count(const char* text, uint64_t* out) {
-  for (const char* c = text; *c != '\0'; ++c) {
-    if (*c < '0' || *c > '9') return false;
+bool parse_count(std::string_view text, uint64_t* out) {
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
   }
   return parse_bytes(text, out);
 }
-bool parse_positive(const char* text, uint64_t* out) { return parse_count(text, out) && *out > 0; }
+bool parse_positive(std::string_view text, uint64_t* out) { return parse_count(text, out) && *out > 0; }
 
 }  // namespace
 
@@ -180,5 +160,29 @@ std::string client_socket_path() {
 
 bool abort_on_error() { return number("MEMD_ABORT_ON_ERROR") != 0; }
 bool quiet() { return number("MEMD_QUIET") != 0; }
+
+bool parse_bytes(std::string_view text, uint64_t* out) {
+  int shift = 0;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: break;
+    }
+    if (shift != 0) text.remove_suffix(1);
+  }
+  if (text.empty()) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;  // no sign, no space
+    if (v > (UINT64_MAX - static_cast<uint64_t>(c - '0')) / 10) return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > (UINT64_MAX >> shift)) return false;
+  *out = v << shift;
+  return true;
+}
 
 }  // namespace memd::client

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "client/arena.h"
 
@@ -19,13 +20,20 @@ bool abort_on_error();
 // Whether reports are silenced (MEMD_QUIET=1).
 bool quiet();
 
+// A size as every memd setting takes it, in the environment and in the
+// daemon's configuration alike: a whole number, then optionally K, M, G or
+// T (binary: KiB ... TiB), and nothing else. False if it is not one or does
+// not fit 64 bits. Allocates nothing (the shim reads settings before malloc
+// works).
+bool parse_bytes(std::string_view text, uint64_t* out);
+
 // Telemetry settings, for memd::Client and the malloc shim alike. A field
 // is -1 where its variable is unset, and where its value does not parse:
 // that is reported on stderr (naming the variable and what it takes), and
 // the caller's default stands.
 struct TelemetrySettings {
   int enabled = -1;           // MEMD_TELEMETRY: a number, 0 for off
-  int64_t sample_bytes = -1;  // MEMD_SAMPLE_BYTES: bytes, K, M or G (binary) allowed; 0: no sampling
+  int64_t sample_bytes = -1;  // MEMD_SAMPLE_BYTES: bytes (parse_bytes: K, M, G or T); 0: no sampling
   int64_t interval_ms = -1;   // MEMD_TELEMETRY_INTERVAL_MS: at least 1
 };
 TelemetrySettings telemetry_settings();

@@ -28,26 +28,6 @@ DaemonConfig embedded_defaults() {
   return c;
 }
 
-// Sizes take a binary suffix: 64M, 2G, 1T.
-bool parse_bytes(std::string_view text, uint64_t* out) {
-  uint64_t scale = 1;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K': case 'k': scale = uint64_t{1} << 10; break;
-      case 'M': case 'm': scale = uint64_t{1} << 20; break;
-      case 'G': case 'g': scale = uint64_t{1} << 30; break;
-      case 'T': case 't': scale = uint64_t{1} << 40; break;
-      default: break;
-    }
-    if (scale != 1) text.remove_suffix(1);
-  }
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &v)) return false;
-  if (v > UINT64_MAX / scale) return false;
-  *out = v * scale;
-  return true;
-}
-
 struct Key {
   const char* name;
   const char* help;
@@ -99,7 +79,7 @@ const std::vector<Key>& keys() {
        },
        [](const DaemonConfig& c) { return c.log_level; }},
       {"region-bytes", "default reservation of a new region (e.g. 1G)",
-       [](DaemonConfig& c, std::string_view v) { return parse_bytes(v, &c.region_bytes) && c.region_bytes > 0; },
+       [](DaemonConfig& c, std::string_view v) { return client::parse_bytes(v, &c.region_bytes) && c.region_bytes > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.region_bytes); }},
       {"region-clients", "default processes attached to a region at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.region_clients) && c.region_clients > 0; },
@@ -108,7 +88,7 @@ const std::vector<Key>& keys() {
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.region_threads) && c.region_threads > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.region_threads); }},
       {"max-region-bytes", "the largest reservation a client may ask for",
-       [](DaemonConfig& c, std::string_view v) { return parse_bytes(v, &c.max_region_bytes) && c.max_region_bytes > 0; },
+       [](DaemonConfig& c, std::string_view v) { return client::parse_bytes(v, &c.max_region_bytes) && c.max_region_bytes > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.max_region_bytes); }},
       {"max-regions", "regions the daemon serves at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_regions) && c.max_regions > 0; },
@@ -146,12 +126,12 @@ const std::vector<Key>& keys() {
        [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
       {"telemetry-bytes-per-session", "bytes of telemetry samples and symbols kept per client session (e.g. 8M)",
        [](DaemonConfig& c, std::string_view v) {
-         return parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
+         return client::parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
        },
        [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_session); }},
       {"telemetry-bytes-per-uid", "bytes of telemetry samples and symbols kept for all sessions of one user (e.g. 64M)",
        [](DaemonConfig& c, std::string_view v) {
-         return parse_bytes(v, &c.telemetry_bytes_per_uid) && c.telemetry_bytes_per_uid > 0;
+         return client::parse_bytes(v, &c.telemetry_bytes_per_uid) && c.telemetry_bytes_per_uid > 0;
        },
        [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_uid); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",

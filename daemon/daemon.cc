@@ -61,10 +61,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr) return absl::InternalError("gRPC server did not start");
-  absl::StatusOr<std::unique_ptr<Listener>> l =
-      Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
-  if (!l.ok()) return l.status();  // ~Daemon stops what started
-  d->listener_ = std::move(*l);
+  // Metrics start before the socket accepts anyone: a client's first call
+  // may ask where they are (Admin.Stats), and the address is written once,
+  // before any thread of the server reads it.
   if (!d->config_.metrics_address.empty()) {
     // Metrics are for operators; a port taken by someone else does not stop
     // the daemon from serving memory.
@@ -77,6 +76,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
       log_warning("metrics not served: ", m.status().message());
     }
   }
+  absl::StatusOr<std::unique_ptr<Listener>> l =
+      Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
+  if (!l.ok()) return l.status();  // ~Daemon stops what started
+  d->listener_ = std::move(*l);
   log_info("memd ", d->state_.daemon_id, " serving on ", d->config_.socket_path, ", data in ", d->config_.data_dir,
            ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients");
   return d;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "proto/grpc_status_name.h"
+
 namespace memd::daemon {
 
 void LatencyHistogram::observe(double seconds) {
@@ -10,29 +12,6 @@ void LatencyHistogram::observe(double seconds) {
   counts[i].fetch_add(1, std::memory_order_relaxed);
   sum_ns.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
   count.fetch_add(1, std::memory_order_relaxed);
-}
-
-const char* status_code_name(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
-  }
 }
 
 void RpcStats::record(const char* method, grpc::StatusCode code) {
@@ -52,7 +31,7 @@ void RpcStats::observe_lease(const char* method, double seconds) {
 std::vector<std::pair<std::pair<std::string, std::string>, uint64_t>> RpcStats::calls() const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<std::pair<std::pair<std::string, std::string>, uint64_t>> out;
-  for (const auto& [key, n] : calls_) out.push_back({{key.first, status_code_name(key.second)}, n});
+  for (const auto& [key, n] : calls_) out.push_back({{key.first, grpc_status_name(key.second)}, n});
   return out;
 }
 

@@ -27,9 +27,6 @@ struct LatencyHistogram {
   void observe(double seconds);
 };
 
-// A gRPC status code's name as in the gRPC spec ("OK", "NOT_FOUND").
-const char* status_code_name(grpc::StatusCode code);
-
 class RpcStats {
  public:
   void record(const char* method, grpc::StatusCode code);

@@ -78,5 +78,23 @@ TEST_F(RootsLockTimeoutTest, IsPositiveMilliseconds) {
   }
 }
 
+// The one size parser of every setting, the daemon's configuration included.
+TEST(ParseBytes, TakesAWholeNumberAndABinarySuffixAndNothingElse) {
+  const std::pair<const char*, uint64_t> good[] = {
+      {"0", 0}, {"7", 7}, {"64M", uint64_t{64} << 20}, {"2g", uint64_t{2} << 30}, {"1T", uint64_t{1} << 40},
+      {"18446744073709551615", UINT64_MAX}, {"16777215T", uint64_t{16777215} << 40}};
+  for (auto [text, want] : good) {
+    uint64_t got = 0;
+    EXPECT_TRUE(parse_bytes(text, &got)) << text;
+    EXPECT_EQ(got, want) << text;
+  }
+  for (const char* text : {"", "K", "-1", "+1", " 1", "1 ", "1KB", "1.5G", "0x10", "lots",
+                           "18446744073709551616", "16777216T", "99999999999999999999999"}) {
+    uint64_t got = 12345;
+    EXPECT_FALSE(parse_bytes(text, &got)) << text;
+    EXPECT_EQ(got, 12345u) << text;  // untouched
+  }
+}
+
 }  // namespace
 }  // namespace memd::client

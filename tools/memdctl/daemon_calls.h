@@ -26,9 +26,6 @@ enum class SocketState {
 
 SocketState probe_socket(const std::string& path);
 
-// "NOT_FOUND", "DEADLINE_EXCEEDED", ...: how the daemon's contract names errors.
-std::string status_code_name(grpc::StatusCode code);
-
 class DaemonCalls {
  public:
   DaemonCalls(const std::string& socket, std::chrono::milliseconds timeout);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "client/daemon_client.h"
+#include "proto/grpc_status_name.h"
 #include "tools/memdctl/command_line.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
@@ -72,6 +73,6 @@ int main(int argc, char** argv) {
     hint = std::string(" (memd did not answer within ") + seconds + " s; a busy daemon may need a longer --timeout)";
   }
   std::fprintf(stderr, "memdctl: %s: %s: %s%s\n", command_line->command_name.c_str(),
-               status_code_name(failed.error_code()).c_str(), failed.error_message().c_str(), hint.c_str());
+               memd::grpc_status_name(failed.error_code()).c_str(), failed.error_message().c_str(), hint.c_str());
   return kExitCallFailed;
 }
