@@ -6,7 +6,7 @@
 #include "client/grpc_lease_channel.h"
 #include "client/lease_service.h"
 #include "client/options.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "client/wire_enums.h"
 
 namespace memd {
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
   client::RegionLink* link = channel->link();
   absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), *d, *m, std::move(channel), lease);
   if (!region.ok()) return region.status();
-  RegionImpl* impl = (*region)->impl();
+  RegionImpl* impl = RegionInternals::of(**region);
   connection_->set_drain(link, [impl] {
     if (impl->leased) impl->leased->return_all();
   });

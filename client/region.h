@@ -268,9 +268,9 @@ class Region {
   // Owner only: blocks of dead owners no thread has adopted yet.
   uint64_t abandoned_blocks() const;
 
-  RegionImpl* impl() const { return impl_.get(); }
 
  private:
+  friend struct RegionInternals;  // client/region_internals.h: libmemd's own code and tests
   explicit Region(std::unique_ptr<RegionImpl> impl);
   // Root primitives behind the templates. construct_root returns the object
   // and whether the caller must construct it (then finish_root publishes it).

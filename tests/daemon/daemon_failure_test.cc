@@ -8,7 +8,7 @@
 #include <regex>
 #include <thread>
 
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "heap/size_class.h"
 #include "tests/daemon/raw_session.h"
 #include "tests/daemon/test_util.h"
@@ -19,7 +19,7 @@ namespace {
 using namespace memd::testing;
 
 bool holds_lease(Region& r, pid_t pid) {
-  const heap::Region& hr = r.impl()->region;
+  const heap::Region& hr = RegionInternals::of(r)->region;
   for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
     if (hr.leases[i].state.load() != heap::LeaseState::kFree && hr.leases[i].pid == pid) return true;
   }
@@ -303,7 +303,7 @@ TEST(DaemonFailure, LeasesOfAnExecdImageAreTakenBackAtOnce) {
   pid_t pid = start_client(d, {}, {"exec", "exec-hold", "1", "10", "32"}, log);
   ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
   auto leases_of = [&] {
-    const heap::Region& hr = (*r)->impl()->region;
+    const heap::Region& hr = RegionInternals::of(**r)->region;
     int n = 0;
     for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
       n += hr.leases[i].state.load() != heap::LeaseState::kFree && hr.leases[i].pid == pid;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/lease_service.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "daemon/catalog.h"
 #include "daemon/region_registry.h"
 #include "daemon/sessions.h"
@@ -82,9 +82,9 @@ TEST(Sessions, ConcurrentSessionsLeasesAndDetaches) {
         uint32_t n = 0;
         {
           std::lock_guard<std::mutex> g((*region)->lock);
-          const heap::LeaseSlot& l = (*region)->region->impl()->region.leases[a->slot];
+          uint32_t stash_owner = (*region)->region->lease_slot(a->slot).stash_owner;
           absl::StatusOr<uint32_t> got = (*region)->leases()->lease(a->slot, heap::PageKind::kSegregated,
-                                                                     static_cast<uint16_t>(2 + t), l.stash_owner, 4,
+                                                                     static_cast<uint16_t>(2 + t), stash_owner, 4,
                                                                      blocks);
           if (got.ok()) n = *got;
         }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/daemon_client.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_process.h"
 
@@ -52,7 +52,7 @@ inline int run_client(const DaemonProcess& d, const std::vector<std::string>& op
 // Blocks the region's lease slots of process `pid` hold (its thread heaps'
 // and its stash), as the region records them.
 inline uint64_t blocks_of(Region& r, pid_t pid) {
-  const heap::Region& hr = r.impl()->region;
+  const heap::Region& hr = RegionInternals::of(r)->region;
   uint64_t n = 0;
   for (uint32_t i = 0; i < hr.header->max_clients; ++i) {
     const heap::LeaseSlot& l = hr.leases[i];

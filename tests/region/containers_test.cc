@@ -19,7 +19,7 @@
 
 #include "client/region.h"
 #include "client/region_allocator.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "region_test_util.h"
 
 extern char** environ;
@@ -134,7 +134,7 @@ TEST(ContainersTest, SharedAcrossProcessesAndRestarts) {
     // preferred address is taken.
     pid_t pid = fork();
     if (pid == 0) {
-      size_t len = region.impl()->source->reserved_bytes();
+      size_t len = RegionInternals::of(region)->source->reserved_bytes();
       void* blocker = mmap(region.base(), len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       if (blocker != region.base()) _exit(22);
       auto c = Region::attach(name, Discipline::kFile, sock);

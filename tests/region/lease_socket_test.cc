@@ -27,7 +27,7 @@
 #include "client/lease_socket.h"
 #include "client/lease_wire.h"
 #include "client/region.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "heap/layout.h"
 
 namespace memd {
@@ -122,7 +122,7 @@ class LeaseSocketTest : public ::testing::Test {
     (void)system(rm.c_str());
   }
 
-  uint32_t clients() const { return region_->impl()->server->clients(); }
+  uint32_t clients() const { return RegionInternals::of(*region_)->server->clients(); }
   std::string socket() const { return dir_ + "/lease.sock"; }
 
   std::string dir_;

@@ -18,7 +18,7 @@
 
 #include "client/memd_region.h"
 #include "client/region.h"
-#include "client/region_impl.h"
+#include "client/region_internals.h"
 #include "region_test_util.h"
 
 extern char** environ;
@@ -137,11 +137,11 @@ class MultiProcessTest : public ::testing::TestWithParam<Discipline> {
     if (pid == 0) _exit(child_work(name_, GetParam(), sock_, id, ops));
     return pid;
   }
-  uint32_t clients() const { return owner_->impl()->server->clients(); }
+  uint32_t clients() const { return RegionInternals::of(*owner_)->server->clients(); }
   // Blocks still owned by an owner slot nobody holds, or by a lease that is
   // not active: what a dead process would leave if it were not reclaimed.
   int orphaned_blocks() const {
-    const heap::Region& r = owner_->impl()->region;
+    const heap::Region& r = RegionInternals::of(*owner_)->region;
     int n = 0;
     uint32_t committed = r.header->page_heap.committed_pages.load();
     for (uint32_t p = 0; p < committed;) {
@@ -414,7 +414,7 @@ TEST_P(MultiProcessTest, AProcessStoppedWhileMakingARootMakesRootCallsTimeOut) {
   EXPECT_EQ(bytes, nullptr);
   EXPECT_EQ(bytes_errno, ETIMEDOUT) << std::strerror(bytes_errno);
   EXPECT_EQ(created, 0);
-  EXPECT_NE(report.find("region " + owner_->impl()->name + ": the roots lock has been held longer than 300 ms"),
+  EXPECT_NE(report.find("region " + RegionInternals::of(*owner_)->name + ": the roots lock has been held longer than 300 ms"),
             std::string::npos)
       << report;
 
