@@ -35,7 +35,10 @@ namespace {
 // so that any write the heap (or a program) makes into a released block is
 // reported where it happens, whether or not the pages were reused yet.
 #if defined(MEMD_SANITIZER_ADDRESS)
+// `n` may be a length a client overwrote: poisoning stops at the mapping's end.
 void poison(const heap::Region& r, PageIndex first, PageCount n) {
+  if (first.value >= r.page_limit()) return;
+  n.value = std::min(n.value, r.page_limit() - first.value);
   ASAN_POISON_MEMORY_REGION(r.page_address(first), n.bytes());
 }
 void unpoison(const heap::Region& r, PageIndex first, PageCount n) {
@@ -374,11 +377,12 @@ void PageHeapOwner::free_everything() {
   lock();
   std::fill(std::begin(abandoned_), std::end(abandoned_), kNoPage);
   abandoned_count_.store(0, std::memory_order_relaxed);
-  uint32_t committed = region_.header->page_heap.committed_pages.load(std::memory_order_relaxed);
+  uint32_t committed =
+      std::min(region_.header->page_heap.committed_pages.load(std::memory_order_relaxed), region_.page_limit());
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     PageKind kind = region_.page(p).kind;
-    PageCount n = region_.block(p).pages;
+    PageCount n{std::clamp<uint32_t>(region_.block(p).pages.value, 1, committed - i)};
     if (kind == PageKind::kSegregated || kind == PageKind::kLarge || kind == PageKind::kHuge) {
       heap::set_owner(region_.block(p), heap::kNoOwner);
       poison(region_, p, n);

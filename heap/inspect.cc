@@ -1,5 +1,6 @@
 #include "heap/inspect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -150,13 +151,13 @@ bool fail(char* message, size_t size, PageIndex p, const char* why) {
 RegionStats region_stat(const Region& r, const SizeClasses& classes) {
   RegionStats s;
   const PageHeapState& h = r.header->page_heap;
-  uint32_t committed = h.committed_pages.load(std::memory_order_acquire);
+  uint32_t committed = std::min(h.committed_pages.load(std::memory_order_acquire), r.page_limit());
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     const BlockDesc& b = r.block(p);
     PageDesc d = r.page(p);
-    uint32_t n = b.pages.value ? b.pages.value : 1;
-    if (d.block != i) n = 1;  // not a start: step carefully
+    uint32_t n = b.pages.value;
+    if (d.block != i || n == 0 || n > committed - i) n = 1;  // not a start, or overwritten: step carefully
     if (d.block == i && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
         owner_of(b.owner_word.load(std::memory_order_relaxed)) != kNoOwner) {
       s.pages_owned += n;
@@ -213,6 +214,7 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
     return fail(message, size, PageIndex{0}, "region header: bad magic or version");
   }
   uint32_t committed = h.committed_pages.load(std::memory_order_acquire);
+  if (committed > r.page_limit()) return fail(message, size, PageIndex{0}, "more pages committed than the region holds");
   uint32_t in_use = 0, dirty = 0, clean = 0;
   bool prev_free = false, prev_dirty = false;
   RegionStats scratch;
@@ -294,22 +296,31 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
 void* region_object_start(const Region& r, const SizeClasses& classes, const void* p) {
   if (!r.contains(p)) return nullptr;
   Offset off = r.offset_of(p);
-  PageDesc d = r.page(PageIndex{static_cast<uint32_t>(off >> kPageShift)});
+  uint32_t page = static_cast<uint32_t>(off >> kPageShift);
+  PageDesc d = r.page(PageIndex{page});
+  // The descriptors are in memory every client writes: a block that would
+  // start after `p`, or a class or length that the page heap never made,
+  // is no object.
+  if (d.block > page) return nullptr;
   PageIndex block{d.block};
   const BlockDesc& b = r.block(block);
   char* base = r.page_address(block);
   uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
   switch (d.kind) {
     case PageKind::kSegregated: {
+      if (d.cls < classes.first_class() || d.cls > classes.last_class()) return nullptr;
       const ClassInfo& c = classes.info(d.cls);
       if (in_block >= c.end) return nullptr;
       uint32_t start = in_block / c.size * c.size;
       return block_object_is_free(b, base, start) ? nullptr : base + start;
     }
     case PageKind::kLarge: {
-      uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
+      // Its length as the page heap made it, as in check_large.
+      uint32_t pages = r.header->params.large_block_pages;
+      if (pages > r.page_limit() - d.block) return nullptr;
+      uint64_t bytes = uint64_t{pages} << kPageShift;
       if (__atomic_load_n(&b.end, __ATOMIC_ACQUIRE) == 0) return nullptr;
-      for (uint32_t o = 0; o < bytes;) {
+      for (uint64_t o = 0; o + sizeof(ChunkHeader) <= bytes;) {
         auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
         if (c->size == 0) return nullptr;
         if (in_block < o + c->size) {

@@ -322,6 +322,9 @@ struct Region {
     page_descs[p.value].store(d.pack(), std::memory_order_release);
   }
   BlockDesc& block(PageIndex p) const { return blocks[p.value]; }
+  // Pages the reservation holds, as this process mapped it (not as the
+  // header, which its clients may overwrite, says).
+  uint32_t page_limit() const { return static_cast<uint32_t>(data_bytes >> kPageShift); }
   PageIndex index_of(const BlockDesc& b) const {
     return {static_cast<uint32_t>(&b - blocks)};
   }

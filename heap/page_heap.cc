@@ -12,7 +12,31 @@ namespace {
 
 constexpr uint32_t kGrowMinPages = 2048;  // 8 MiB: commit in large steps
 
+// The page heap's books (bins, LRU, run lengths, page descriptors) live in
+// the region, which its clients map writable: every link and length read
+// back from there is checked before it indexes anything, so that whatever a
+// client wrote costs at most the region's own consistency (which check
+// reports), never a write outside the tables or a loop without end. A link
+// that names no committed page ends its list; a length is cut to the
+// committed pages.
+
+// Pages handed to the page heap so far, bounded by this process's mapping.
+uint32_t committed_of(const Region& r) {
+  return std::min(r.header->page_heap.committed_pages.load(std::memory_order_relaxed), r.page_limit());
+}
+
+// `p` if it names a committed page, else kNoPage.
+PageIndex link(const Region& r, PageIndex p) { return p.value < committed_of(r) ? p : kNoPage; }
+
+// A run's length as read from the region, cut to [1, the committed pages
+// from `first` on]. REQUIRES: `first` is committed.
+PageCount run_length(const Region& r, PageIndex first, PageCount n) {
+  uint32_t room = committed_of(r) - first.value;
+  return {std::clamp<uint32_t>(n.value, 1, std::max<uint32_t>(room, 1))};
+}
+
 uint32_t bin_of(PageCount n) {
+  if (n.value == 0) return 0;  // only a length someone overwrote
   if (n.value <= kExactRunBins) return n.value - 1;
   uint32_t log2 = 31 - static_cast<uint32_t>(__builtin_clz(n.value));
   return kExactRunBins + (log2 - 7);
@@ -37,7 +61,7 @@ void bin_insert(const Region& r, PageIndex run) {
   RunBins& bins = bins_for(r, b.run_state);
   uint32_t bin = bin_of(b.pages);
   b.prev = kNoPage;
-  b.next = bins.head[bin];
+  b.next = link(r, bins.head[bin]);
   if (b.next != kNoPage) r.block(b.next).prev = run;
   bins.head[bin] = run;
   set_bin_bit(bins, bin, true);
@@ -47,9 +71,10 @@ void bin_remove(const Region& r, PageIndex run) {
   BlockDesc& b = r.block(run);
   RunBins& bins = bins_for(r, b.run_state);
   uint32_t bin = bin_of(b.pages);
-  if (b.prev != kNoPage) r.block(b.prev).next = b.next;
-  else bins.head[bin] = b.next;
-  if (b.next != kNoPage) r.block(b.next).prev = b.prev;
+  PageIndex prev = link(r, b.prev), next = link(r, b.next);
+  if (prev != kNoPage) r.block(prev).next = next;
+  else bins.head[bin] = next;
+  if (next != kNoPage) r.block(next).prev = prev;
   if (bins.head[bin] == kNoPage) set_bin_bit(bins, bin, false);
 }
 
@@ -59,8 +84,8 @@ void lru_push_newest(const Region& r, PageIndex run) {
   PageHeapState& s = r.header->page_heap;
   BlockDesc& b = r.block(run);
   b.lru_next = kNoPage;
-  b.lru_prev = s.lru_newest;
-  if (s.lru_newest != kNoPage) r.block(s.lru_newest).lru_next = run;
+  b.lru_prev = link(r, s.lru_newest);
+  if (b.lru_prev != kNoPage) r.block(b.lru_prev).lru_next = run;
   else s.lru_oldest = run;
   s.lru_newest = run;
 }
@@ -68,10 +93,11 @@ void lru_push_newest(const Region& r, PageIndex run) {
 void lru_remove(const Region& r, PageIndex run) {
   PageHeapState& s = r.header->page_heap;
   BlockDesc& b = r.block(run);
-  if (b.lru_prev != kNoPage) r.block(b.lru_prev).lru_next = b.lru_next;
-  else s.lru_oldest = b.lru_next;
-  if (b.lru_next != kNoPage) r.block(b.lru_next).lru_prev = b.lru_prev;
-  else s.lru_newest = b.lru_prev;
+  PageIndex prev = link(r, b.lru_prev), next = link(r, b.lru_next);
+  if (prev != kNoPage) r.block(prev).lru_next = next;
+  else s.lru_oldest = next;
+  if (next != kNoPage) r.block(next).lru_prev = prev;
+  else s.lru_newest = prev;
 }
 
 // Marks the ends of a free run so that neighbours can find its start.
@@ -83,6 +109,7 @@ void mark_run_ends(const Region& r, PageIndex first, PageCount n, PageKind kind)
 
 // Records a free run (not coalesced) in the bins and, if dirty, the LRU.
 void run_insert(const Region& r, PageIndex first, PageCount n, uint8_t state, uint32_t freed_ms) {
+  n = run_length(r, first, n);
   BlockDesc& b = r.block(first);
   b.kind = PageKind::kFree;
   b.pages = n;
@@ -113,7 +140,7 @@ void run_remove(const Region& r, PageIndex first) {
 // end page of a free run.
 PageIndex free_run_at(const Region& r, PageIndex p) {
   PageDesc d = r.page(p);
-  return d.kind == PageKind::kFree ? PageIndex{d.block} : kNoPage;
+  return d.kind == PageKind::kFree ? link(r, PageIndex{d.block}) : kNoPage;
 }
 
 // Clean runs merge whatever their history; the result counts as discarded if
@@ -125,12 +152,12 @@ uint8_t merged_state(uint8_t a, uint8_t b) { return a > b ? a : b; }
 // REQUIRES: its pages are marked kFree.
 PageIndex run_free_coalesced(const Region& r, PageIndex first, PageCount n, uint8_t state,
                              uint32_t now_ms) {
-  uint32_t committed = r.header->page_heap.committed_pages.load(std::memory_order_relaxed);
+  uint32_t committed = committed_of(r);
   if (first.value > 0) {
     PageIndex left = free_run_at(r, PageIndex{first.value - 1});
-    if (left != kNoPage && is_dirty(r.block(left).run_state) == is_dirty(state)) {
+    if (left != kNoPage && left < first && is_dirty(r.block(left).run_state) == is_dirty(state)) {
       state = merged_state(state, r.block(left).run_state);
-      n.value += r.block(left).pages.value;
+      n.value += first.value - left.value;
       run_remove(r, left);
       first = left;
     }
@@ -140,7 +167,7 @@ PageIndex run_free_coalesced(const Region& r, PageIndex first, PageCount n, uint
     PageIndex right = free_run_at(r, after);
     if (right == after && is_dirty(r.block(right).run_state) == is_dirty(state)) {
       state = merged_state(state, r.block(right).run_state);
-      n.value += r.block(right).pages.value;
+      n.value += run_length(r, right, r.block(right).pages).value;
       run_remove(r, right);
     }
   }
@@ -162,8 +189,8 @@ PageIndex better_fit(const Region& r, PageIndex a, PageIndex b) {
 PageIndex bin_best_fit(const Region& r, PageIndex head, PageCount n, uint32_t limit) {
   PageIndex best = kNoPage;
   uint32_t scanned = 0;
-  for (PageIndex p = head; p != kNoPage && scanned < limit; p = r.block(p).next, ++scanned) {
-    if (r.block(p).pages.value >= n.value) best = better_fit(r, best, p);
+  for (PageIndex p = link(r, head); p != kNoPage && scanned < limit; p = link(r, r.block(p).next), ++scanned) {
+    if (run_length(r, p, r.block(p).pages).value >= n.value) best = better_fit(r, best, p);
   }
   return best;
 }
@@ -182,7 +209,9 @@ PageIndex bins_find(const Region& r, const RunBins& bins, PageCount n) {
   for (uint32_t w = bin / 64; w < kRunBinWords; ++w) {
     uint64_t bits = bins.nonempty[w];
     if (w == bin / 64) bits &= ~uint64_t{0} << (bin % 64);
-    if (bits) return bin_best_fit(r, bins.head[w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))], n, kScan);
+    if (bits == 0) continue;
+    uint32_t found = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+    return found < kRunBins ? bin_best_fit(r, bins.head[found], n, kScan) : kNoPage;
   }
   return kNoPage;
 }
@@ -241,11 +270,11 @@ void take_from_run(const Region& r, PageIndex run, PageCount skip, PageCount n) 
   BlockDesc& b = r.block(run);
   uint8_t state = b.run_state;
   uint32_t freed_ms = b.freed_ms;
-  PageCount total = b.pages;
+  PageCount total = run_length(r, run, b.pages);
   run_remove(r, run);
   if (state == kRunDiscarded) r.header->page_heap.refault_pages += n.value;
   if (skip.value > 0) run_insert(r, run, skip, state, freed_ms);
-  uint32_t tail = total.value - skip.value - n.value;
+  uint32_t tail = total.value > skip.value + n.value ? total.value - skip.value - n.value : 0;
   if (tail > 0) run_insert(r, run + skip + n, PageCount{tail}, state, freed_ms);
 }
 
@@ -316,6 +345,8 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
 }
 
 void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_ms) {
+  if (link(r, first) == kNoPage) return;  // names no page: nothing to free
+  n = run_length(r, first, n);
   r.set_page(first, {first.value, 0, PageKind::kFree, 0});
   crash_point("page_heap.free");  // the first page is free, the others not yet
   for (uint32_t i = 1; i < n.value; ++i) r.set_page(first + PageCount{i}, {first.value, 0, PageKind::kFree, 0});
@@ -326,11 +357,11 @@ void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_
 bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, PageCount have,
                       PageCount want, bool* zeroed) {
   PageIndex after = first + have;
-  if (after.value >= r.header->page_heap.committed_pages.load(std::memory_order_relaxed)) return false;
+  if (after.value >= committed_of(r)) return false;
   PageIndex run = free_run_at(r, after);
   if (run != after) return false;
   PageCount extra{want.value - have.value};
-  if (r.block(run).pages.value < extra.value) return false;
+  if (run_length(r, run, r.block(run).pages).value < extra.value) return false;
   if (needs_recommit(source, r.block(run).run_state) &&
       !source.recommit(data_offset_of(r, run), extra.bytes())) {
     return false;
@@ -372,12 +403,16 @@ void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pag
                             uint32_t decay_ms, PurgeBatch* batch) {
   PageHeapState& s = r.header->page_heap;
   while (batch->count < PurgeBatch::kMaxRuns && s.lru_oldest != kNoPage) {
-    PageIndex run = s.lru_oldest;
+    PageIndex run = link(r, s.lru_oldest);
+    if (run == kNoPage) {  // overwritten: the rest of the LRU is lost to purging
+      s.lru_oldest = s.lru_newest = kNoPage;
+      break;
+    }
     BlockDesc& b = r.block(run);
     bool over_limit = s.dirty_pages > limit_pages;
     bool too_old = static_cast<uint32_t>(now_ms - b.freed_ms) >= decay_ms;
     if (!over_limit && !too_old) break;
-    PageCount n = b.pages;
+    PageCount n = run_length(r, run, b.pages);
     run_remove(r, run);
     mark_run_ends(r, run, n, PageKind::kPurging);
     batch->first[batch->count] = run;

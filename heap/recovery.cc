@@ -217,7 +217,7 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
   h.next_owner_hint.store(0, std::memory_order_relaxed);
   h.abandoned_frees.store(0, std::memory_order_relaxed);
 
-  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  uint32_t committed = std::min(h.page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
   crash_point("recovery.slots");  // slots closed, the page heap not yet rebuilt
   page_heap_reset(r);
   uint32_t gap_start = UINT32_MAX;
@@ -249,8 +249,8 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
     PageIndex at{p};
     PageDesc d = r.page(at);
     uint32_t n = r.block(at).pages.value;
-    if (!in_use_kind(d.kind) || d.block != p) {
-      p += n ? n : 1;
+    if (!in_use_kind(d.kind) || d.block != p || n == 0 || n > committed - p) {
+      p += d.kind == PageKind::kFree && d.block == p && n != 0 && n <= committed - p ? n : 1;
       continue;
     }
     BlockDesc& b = r.block(at);
@@ -303,14 +303,18 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
     }
   }
   uint32_t taken = 0;
-  uint32_t committed = h.page_heap.committed_pages.load(std::memory_order_acquire);
+  // Lengths and kinds are read from memory the client could write: a block
+  // is taken at the length its descriptors agree on (valid_block_at), and
+  // anything else is stepped over a page at a time.
+  uint32_t committed = std::min(h.page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
   for (uint32_t p = 0; p < committed;) {
     PageIndex at{p};
     PageDesc d = r.page(at);
     BlockDesc& b = r.block(at);
-    uint32_t n = b.pages.value ? b.pages.value : 1;
-    if (!in_use_kind(d.kind) || d.block != p) {
-      p += n;
+    uint32_t n = valid_block_at(r, classes, at, committed);
+    if (n == 0) {
+      uint32_t run = b.pages.value;
+      p += d.kind == PageKind::kFree && d.block == p && run != 0 && run <= committed - p ? run : 1;
       continue;
     }
     uint32_t word = b.owner_word.load(std::memory_order_acquire);
@@ -319,6 +323,12 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
                 (dead[slot_of(owner) / 64] >> (slot_of(owner) % 64) & 1);
     if (ours && b.owner_word.compare_exchange_strong(word, 0, std::memory_order_acq_rel)) {
       ++taken;
+      // What the block is, its page descriptors say (checked above); the
+      // block descriptor's copy was the client's to write. Written only
+      // where they differ: others read them without a lock.
+      if (b.kind != d.kind) b.kind = d.kind;
+      if (b.cls != d.cls) b.cls = d.cls;
+      if (b.pages.value != n) b.pages = PageCount{n};
       bool empty = d.kind == PageKind::kHuge || block_repair(r, classes, at, leaked);
       if (empty) page_heap_free(r, at, PageCount{n}, now_ms);
       else keep(ctx, at);

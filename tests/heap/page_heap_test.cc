@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -194,6 +195,105 @@ TEST_F(PageHeapTest, ASmallRequestTakesAFittingCleanRunBeforeCuttingALongDirtyOn
   // A dirty run of the same fit still wins over a clean one.
   EXPECT_EQ(Alloc(400), long_run);
   ExpectConsistent();
+}
+
+// The page heap's books are in memory every client of a shared region maps
+// writable. Whatever a client writes over its links, lengths and bins, the
+// page heap (run by the daemon) must stay inside its tables and its mapping
+// and end every operation: it may lose the region's consistency (check
+// reports it), never the process. Out-of-table writes crash this test (or
+// are reported by the ASan build); every run the heap hands out or purges
+// must lie inside the reservation.
+TEST_F(PageHeapTest, WhateverAClientWritesOverTheBooksStaysInsideTheTables) {
+  std::mt19937 rng(11);
+  const uint32_t limit = region_.page_limit();
+  auto garbage = [&]() -> uint32_t {
+    switch (rng() % 6) {
+      case 0: return 0;
+      case 1: return UINT32_MAX - rng() % 4;
+      case 2: return limit - rng() % 3;
+      case 3: return limit + rng() % 1000;
+      case 4: return rng() % 64;
+      default: return static_cast<uint32_t>(rng());
+    }
+  };
+  auto inside = [&](PageIndex first, PageCount n) {
+    return first.value < limit && n.value >= 1 && n.value <= limit - first.value;
+  };
+  std::vector<std::pair<PageIndex, uint32_t>> live;
+  for (int step = 0; step < 5000; ++step) {
+    uint32_t committed = std::min(state().committed_pages.load(), limit);
+    switch (rng() % 8) {
+      case 0: {  // a write over the header's bins or LRU ends
+        PageHeapState& s = region_.header->page_heap;
+        RunBins& bins = rng() % 2 ? s.dirty : s.clean;
+        switch (rng() % 4) {
+          case 0: bins.head[rng() % kRunBins].value = garbage(); break;
+          case 1: bins.nonempty[rng() % kRunBinWords] = uint64_t{rng()} << 32 | rng(); break;
+          case 2: s.lru_oldest.value = garbage(); break;
+          default: s.lru_newest.value = garbage(); break;
+        }
+        break;
+      }
+      case 1: {  // a write over a descriptor of a committed page
+        if (committed == 0) break;
+        PageIndex p{static_cast<uint32_t>(rng() % committed)};
+        BlockDesc& b = region_.block(p);
+        switch (rng() % 7) {
+          case 0: b.pages.value = garbage(); break;
+          case 1: b.prev.value = garbage(); break;
+          case 2: b.next.value = garbage(); break;
+          case 3: b.lru_prev.value = garbage(); break;
+          case 4: b.lru_next.value = garbage(); break;
+          case 5: b.run_state = static_cast<uint8_t>(rng()); break;
+          default: {
+            PageDesc d = region_.page(p);
+            d.block = garbage();
+            region_.set_page(p, d);
+            break;
+          }
+        }
+        break;
+      }
+      case 2:
+      case 3:
+      case 4: {
+        uint32_t n = 1 + rng() % (rng() % 8 == 0 ? 300 : 9);
+        RunAllocation a = page_heap_alloc(region_, source_, PageCount{n}, PageKind::kHuge, 0,
+                                          PageCount{rng() % 10 == 0 ? 16u : 1u});
+        if (a.first == kNoPage) break;
+        ASSERT_TRUE(inside(a.first, PageCount{n})) << "run at page " << a.first.value << " of " << n;
+        live.push_back({a.first, n});
+        break;
+      }
+      case 5:
+      case 6: {
+        if (live.empty()) break;
+        size_t i = rng() % live.size();
+        // Freed at the length the caller knows, or at one a client wrote.
+        PageCount n{rng() % 4 == 0 ? garbage() : live[i].second};
+        page_heap_free(region_, live[i].first, n, step);
+        live[i] = live.back();
+        live.pop_back();
+        break;
+      }
+      default: {
+        PurgeBatch batch;
+        page_heap_select_purge(region_, step, rng() % 64, 1000, &batch);
+        for (uint32_t i = 0; i < batch.count; ++i) {
+          ASSERT_TRUE(inside(batch.first[i], batch.pages[i])) << "purge of page " << batch.first[i].value;
+        }
+        page_heap_finish_purge(region_, &batch);
+        for (uint32_t i = 0; i < batch.count; ++i) {
+          ASSERT_TRUE(inside(batch.first[i], batch.pages[i])) << "merged run at page " << batch.first[i].value;
+        }
+        break;
+      }
+    }
+  }
+  // The books are garbage by now; check says so rather than crashing.
+  char message[256];
+  (void)region_check(region_, classes_, message, sizeof message);
 }
 
 }  // namespace
