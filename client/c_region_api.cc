@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "client/memd_region.h"
-#include "client/region.h"
+#include "region/region.h"
 
 namespace {
 

@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/grpc_lease_channel.h"
-#include "client/lease_service.h"
-#include "client/options.h"
-#include "client/region_internals.h"
-#include "client/wire_enums.h"
+#include "region/lease_service.h"
+#include "region/options.h"
+#include "region/region_internals.h"
+#include "proto/wire_enums.h"
 
 namespace memd {
 

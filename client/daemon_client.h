@@ -27,7 +27,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "client/region.h"
+#include "region/region.h"
 #include "client/telemetry/sampler.h"
 
 namespace memd {
@@ -73,7 +73,7 @@ class DaemonConnection;
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> connect(const ClientOptions& options = {});
-  // $MEMD_SOCKET, else the daemon's default (client/options.h
+  // $MEMD_SOCKET, else the daemon's default (region/options.h
   // client_socket_path(): the user's socket, else the system daemon's)
   // (the daemon's defaults).
   static std::string default_socket();

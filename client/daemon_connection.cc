@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/telemetry/sampler.h"
 #include "heap/region_format.h"
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 
 namespace memd::client {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/types/span.h"
 
 #include "client/daemon_connection.h"
-#include "client/options.h"
+#include "region/options.h"
 #include "client/telemetry/report_builder.h"
 #include "client/telemetry/sampler.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "client/daemon_connection.h"
-#include "client/lease_channel.h"
+#include "region/lease_channel.h"
 
 namespace memd::client {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "client/diag.h"
+#include "region/diag.h"
 #include "client/process_heap.h"
 
 namespace memd {
@@ -40,7 +40,7 @@ Heap::~Heap() {
 }
 
 void* Heap::alloc(size_t size) noexcept {
-  heap::OwnerHeap* h = thread_heap();
+  heap::ThreadHeap* h = thread_heap();
   return h ? h->alloc(size) : nullptr;
 }
 
@@ -49,12 +49,12 @@ void* Heap::alloc_aligned(size_t size, size_t align) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  heap::OwnerHeap* h = thread_heap();
+  heap::ThreadHeap* h = thread_heap();
   return h ? h->alloc_aligned(size, align) : nullptr;
 }
 
 void* Heap::alloc_zeroed(size_t size) noexcept {
-  heap::OwnerHeap* h = thread_heap();
+  heap::ThreadHeap* h = thread_heap();
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
@@ -79,7 +79,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
     free(p);
     return nullptr;
   }
-  heap::OwnerHeap* h = thread_heap();
+  heap::ThreadHeap* h = thread_heap();
   if (h == nullptr) return nullptr;
   if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
     client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::resize", p,
@@ -108,7 +108,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
 void Heap::clear() { handle_.arena->clear(); }
 
 void Heap::compact() {
-  if (heap::OwnerHeap* h = thread_heap()) h->release_empty();
+  if (heap::ThreadHeap* h = thread_heap()) h->release_empty();
   handle_.arena->sweep_abandoned();
   handle_.arena->purge_all();
 }
@@ -135,7 +135,7 @@ size_t Heap::size(const void* p) const {
   // The checks free() makes (object start, free tag, chunk state): safe while
   // other threads allocate and free around p, unlike a walk of free lists.
   if (!contains(p)) return 0;
-  heap::OwnerHeap* h = client::thread_heap_or_stranger(handle_);
+  heap::ThreadHeap* h = client::thread_heap_or_stranger(handle_);
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/thread_heaps.h"
+#include "region/thread_heaps.h"
 #include "heap/heap_counters.h"
 #include "heap/inspect.h"
 #include "heap/params.h"
@@ -74,7 +74,7 @@ class Heap {
 
  private:
   Heap(client::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
-  heap::OwnerHeap* thread_heap() const { return client::thread_heap(handle_); }
+  heap::ThreadHeap* thread_heap() const { return client::thread_heap(handle_); }
 
   client::ArenaHandle handle_;
   bool owned_;

@@ -1,4 +1,4 @@
-/* memd C API for regions: the calls of memd::Region (client/region.h) with a
+/* memd C API for regions: the calls of memd::Region (region/region.h) with a
  * memd_region_ prefix. Failures return NULL or -1 with errno set:
  *   ENOENT no such region or root      EEXIST it exists already
  *   EACCES no permission               EINVAL bad name, size or argument

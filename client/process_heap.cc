@@ -4,8 +4,8 @@
 
 #include <atomic>
 
-#include "client/diag.h"
-#include "client/options.h"
+#include "region/diag.h"
+#include "region/options.h"
 
 namespace memd::client {
 namespace {

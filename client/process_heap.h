@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "client/thread_heaps.h"
+#include "region/thread_heaps.h"
 
 namespace memd::client {
 

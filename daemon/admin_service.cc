@@ -55,7 +55,7 @@ grpc::Status AdminService::Check(grpc::ServerContext* c, const v1::CheckRequest*
       // Blocks client threads own change under the check: their insides are
       // left out rather than misreported (with no client, none is owned).
       uint32_t skipped = 0;
-      if (s.ok()) s = r->region->check_while_in_use(&skipped);
+      if (s.ok()) s = r->owner->check_while_in_use(&skipped);
       // A fault contained during the check means it read zeros: it says so.
       if (absl::Status after = r->usable(); !after.ok()) s = after;
       out->set_blocks_skipped(skipped);
@@ -76,7 +76,7 @@ grpc::Status AdminService::Compact(grpc::ServerContext* c, const v1::CompactRequ
       std::lock_guard<std::mutex> g(r->lock);
       if (!r->usable().ok()) continue;
       before += backing_bytes(*r);
-      r->region->compact();
+      r->owner->compact();
       (void)r->usable();
       after += backing_bytes(*r);
     }
@@ -130,7 +130,7 @@ grpc::Status AdminService::ListClients(grpc::ServerContext* c, const v1::ListCli
         std::lock_guard<std::mutex> g(a.region->lock);
         if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
         li->set_blocks(a.region->leases()->blocks_held(a.slot));
-        li->set_leases(a.region->region->lease_slot(a.slot).lease_calls);
+        li->set_leases(a.region->owner->lease_slot(a.slot).lease_calls);
       }
     }
     return absl::OkStatus();

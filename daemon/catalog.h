@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/region.h"
+#include "region/region.h"
 
 namespace memd::daemon {
 

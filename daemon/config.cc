@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "client/options.h"
+#include "region/options.h"
 
 namespace memd::daemon {
 namespace {

@@ -27,7 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 
 namespace memd::daemon {
 

@@ -13,7 +13,7 @@
 #include <prometheus/metric_family.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 #include "daemon/clock.h"
 #include "daemon/version.h"
 
@@ -81,12 +81,12 @@ void collect_regions(DaemonState* state, Families* f) {
     }
     std::lock_guard<std::mutex> g(r->lock);
     if (!r->usable().ok()) continue;
-    Region::HeaderFacts h = r->region->header_facts();
-    heap::RegionStats st = r->region->stat();
+    Region::HeaderFacts h = r->owner->header_facts();
+    heap::RegionStats st = r->owner->stat();
     double page = heap::kPageSize;
     double in_blocks = static_cast<double>(st.pages_in_use) * page;
     f->gauge("memd_region_resident_bytes", "Bytes of the region's mapping in memory now (mincore).", l,
-             static_cast<double>(r->region->resident_bytes()));
+             static_cast<double>(r->owner->resident_bytes()));
     f->gauge("memd_region_in_blocks_bytes", "Bytes of pages in blocks and huge runs.", l, in_blocks);
     f->gauge("memd_region_leased_bytes", "Bytes of pages in blocks that clients hold now.", l,
              static_cast<double>(st.pages_owned) * page);
@@ -100,7 +100,7 @@ void collect_regions(DaemonState* state, Families* f) {
     f->gauge("memd_region_objects", "Live objects in the region.", l, static_cast<double>(st.busy_objects));
     uint64_t leased = 0, dead = 0;
     for (uint32_t i = 0; i < h.max_clients; ++i) {
-      Region::LeaseSlotFacts s = r->region->lease_slot(i);
+      Region::LeaseSlotFacts s = r->owner->lease_slot(i);
       leased += r->leases()->blocks_held(i);  // the daemon's ledger, not the writable lease table
       if (s.active && client::process_start_time(s.pid) != s.start_time) ++dead;
     }
@@ -108,7 +108,7 @@ void collect_regions(DaemonState* state, Families* f) {
              {{"region", r->record.name}, {"state", "leased"}}, static_cast<double>(leased));
     f->gauge("memd_region_blocks", "Blocks by state: leased to clients, abandoned (waiting for adoption).",
              {{"region", r->record.name}, {"state", "abandoned"}},
-             static_cast<double>(r->region->abandoned_blocks()));
+             static_cast<double>(r->owner->abandoned_blocks()));
     f->gauge("memd_region_dead_client_leases", "Lease slots held by processes that no longer run.", l,
              static_cast<double>(dead));
     f->counter("memd_region_recoveries_total", "Opens of the region that repaired a crash.", l,
@@ -134,7 +134,7 @@ void collect_clients(DaemonState* state, Families* f) {
     for (const auto& [h, a] : state->sessions->attachments(*s)) {
       std::lock_guard<std::mutex> g(a.region->lock);
       if (!a.region->usable().ok() || a.slot == kNoLeaseSlot) continue;
-      lease_rpcs += a.region->region->lease_slot(a.slot).lease_calls;
+      lease_rpcs += a.region->owner->lease_slot(a.slot).lease_calls;
       f->gauge("memd_client_leased_blocks", "Blocks leased to the client now.",
                {{"client", client}, {"region", a.region->record.name}},
                static_cast<double>(a.region->leases()->blocks_held(a.slot)));
@@ -274,7 +274,7 @@ bool region_object_live(DaemonState* state, const std::string& region, uint64_t 
   if (r == nullptr) return false;
   std::lock_guard<std::mutex> g(r->lock);
   if (!r->usable().ok()) return false;
-  return r->region->object_starts_at(offset);
+  return r->owner->object_starts_at(offset);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, DaemonState* state) {

@@ -56,8 +56,8 @@ absl::Status ServedRegion::usable() {
     return absl::FailedPreconditionError(absl::StrCat("region \"", record.name, "\" is damaged and not served (", damage,
                                                       "); its owner or root may remove it"));
   }
-  if (region == nullptr) return absl::NotFoundError(absl::StrCat("region \"", record.name, "\" was removed"));
-  if (absl::Status s = region->backing_status(); !s.ok()) {
+  if (owner == nullptr) return absl::NotFoundError(absl::StrCat("region \"", record.name, "\" was removed"));
+  if (absl::Status s = owner->backing_status(); !s.ok()) {
     mark_damaged(s.message());
     return usable();
   }
@@ -70,9 +70,9 @@ void ServedRegion::mark_damaged(absl::string_view why) {
   damaged.store(true, std::memory_order_release);
   damaged_total.fetch_add(1, std::memory_order_relaxed);
   log_error("region \"", record.name, "\" is damaged and no longer served: ", damage);
-  if (region != nullptr) {
-    region->mark_damaged();
-    region.reset();
+  if (owner != nullptr) {
+    owner->mark_damaged();
+    owner.reset();
   }
 }
 
@@ -81,10 +81,10 @@ std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, s
   auto s = std::make_shared<ServedRegion>();
   s->handle = static_cast<uint32_t>(regions_.size() + 1);
   s->record = std::move(record);
-  s->region = std::move(region);
-  if (s->region != nullptr) {
+  s->owner = std::move(region);
+  if (s->owner != nullptr) {
     absl::StatusOr<std::unique_ptr<LeaseJournal>> j = LeaseJournal::open(
-        catalog_->journal_path(s->record.name), s->region->header_facts().max_clients, fresh);
+        catalog_->journal_path(s->record.name), s->owner->header_facts().max_clients, fresh);
     if (j.ok()) {
       s->journal = std::move(*j);
     } else {
@@ -287,7 +287,7 @@ absl::Status RegionRegistry::remove(std::string_view name, const Peer& who) {
         return absl::FailedPreconditionError(absl::StrCat("region \"", std::string(name), "\" is in use by ", holders,
                                                           " client(s) (attached, or waiting to resume)"));
       }
-      r->region.reset();
+      r->owner.reset();
     }
     r.reset();
     if (absl::Status s = Region::remove(rec.object, rec.discipline); !s.ok() && !absl::IsNotFound(s)) return s;
@@ -302,11 +302,11 @@ void RegionRegistry::close_all(bool checkpoint) {
   for (auto& r : regions_) {
     if (!r) continue;
     std::lock_guard<std::mutex> rg(r->lock);
-    if (r->region == nullptr) continue;  // damaged
+    if (r->owner == nullptr) continue;  // damaged
     if (checkpoint && r->record.discipline != Discipline::kShm) {
-      if (absl::Status s = r->region->checkpoint(); !s.ok()) log_warning("checkpoint of ", r->record.name, ": ", s.message());
+      if (absl::Status s = r->owner->checkpoint(); !s.ok()) log_warning("checkpoint of ", r->record.name, ": ", s.message());
     }
-    r->region.reset();
+    r->owner.reset();
     log_info("region \"", r->record.name, "\" closed");
   }
   regions_.clear();

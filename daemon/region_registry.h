@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/lease_service.h"
-#include "client/region.h"
+#include "region/lease_service.h"
+#include "region/region.h"
 #include "daemon/catalog.h"
 #include "daemon/config.h"
 #include "daemon/lease_journal.h"
@@ -28,7 +28,9 @@ namespace memd::daemon {
 struct ServedRegion {
   uint32_t handle = 0;  // never reused while the daemon runs
   CatalogRecord record;
-  std::unique_ptr<Region> region;  // null once removed, or damaged
+  // The region as this daemon, its owner, opened it; null once removed, or
+  // damaged.
+  std::unique_ptr<Region> owner;
   std::mutex lock;  // serializes calls into the LeaseService
   std::atomic<uint64_t> lease_rpcs{0};
   // Answers to the clients' recent lease requests (retryable_call.h); null
@@ -46,7 +48,7 @@ struct ServedRegion {
   std::string damage;
   std::atomic<bool> damaged{false};
 
-  client::LeaseService* leases() const { return region->lease_service(); }
+  client::LeaseService* leases() const { return owner->lease_service(); }
 
   // What every call that touches the region's memory asks first and, if it
   // touched it, again afterwards: OK while the region is served; NOT_FOUND

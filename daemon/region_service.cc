@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/wire_enums.h"
+#include "proto/wire_enums.h"
 #include "daemon/client_text.h"
 #include "daemon/handler.h"
 #include "daemon/log.h"
@@ -78,11 +78,11 @@ grpc::Status RegionService::Open(grpc::ServerContext* c, const v1::OpenRegionReq
     {
       std::lock_guard<std::mutex> g((*r)->lock);
       if (absl::Status s = (*r)->usable(); !s.ok()) return s;
-      resp->set_generation((*r)->region->generation());
+      resp->set_generation((*r)->owner->generation());
       if (at->slot != kNoLeaseSlot) {
         resp->set_lease_slot(at->slot);
         resp->set_holder(at->slot + 1);
-        resp->set_stash_owner((*r)->region->lease_slot(at->slot).stash_owner);
+        resp->set_stash_owner((*r)->owner->lease_slot(at->slot).stash_owner);
       }
     }
     log_info("session ", who.session->id, " (pid ", who.peer.pid, ") ", created ? "created" : "opened", " region \"",
@@ -151,12 +151,12 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
     out->set_damage(r.damage);
     return;
   }
-  heap::RegionStats st = r.region->stat();
+  heap::RegionStats st = r.owner->stat();
   if (!r.usable().ok()) {
     out->set_damage(r.damage);
     return;
   }
-  Region::HeaderFacts h = r.region->header_facts();
+  Region::HeaderFacts h = r.owner->header_facts();
   uint64_t leased = 0;
   for (uint32_t i = 0; i < h.max_clients; ++i) leased += r.leases()->blocks_held(i);
   struct stat sb {};
@@ -166,7 +166,7 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
   out->set_pages_free(st.pages_dirty + st.pages_discarded);
   out->set_pages_discarded(st.pages_discarded);
   out->set_blocks_leased(leased);
-  out->set_blocks_abandoned(r.region->abandoned_blocks());
+  out->set_blocks_abandoned(r.owner->abandoned_blocks());
   out->set_objects(st.busy_objects);
   out->set_object_bytes(st.busy_bytes);
   out->set_generation(h.generation);

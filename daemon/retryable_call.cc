@@ -86,7 +86,7 @@ absl::Status run_retryable(ServedRegion& region, const RetryableCall& call,
 
 void finish_interrupted_call(ServedRegion& region) {
   LeaseJournal* journal = region.journal.get();
-  if (journal == nullptr || region.region == nullptr) return;
+  if (journal == nullptr || region.owner == nullptr) return;
   const JournalIntent* in = journal->leftover();
   if (in == nullptr) return;
   client::LeaseService* leases = region.leases();

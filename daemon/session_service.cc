@@ -13,6 +13,7 @@
 #include <string>
 
 #include "daemon/client_text.h"
+#include "daemon/handler.h"
 #include "daemon/log.h"
 #include "daemon/services.h"
 
@@ -26,13 +27,8 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   // In progress for the session's life: libmemd's connection is never idle.
   // It has not spoken until its hello is read (find() below), so a stream
   // that never says hello is still ended by handshake-timeout.
-  ConnectionCall in_progress(state_->peers, context->peer());
-  state_->rpcs.fetch_add(1, std::memory_order_relaxed);
-  auto refuse = [&](const grpc::Status& s) {
-    state_->rpc_errors.fetch_add(1, std::memory_order_relaxed);
-    state_->rpc_stats.record("Session", s.error_code());
-    return s;
-  };
+  CallRecord call(state_, context);
+  auto refuse = [&](const grpc::Status& s) { return call.finish("Session", s); };
   v1::SessionRequest request;
   if (!stream->Read(&request)) return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no hello"));
   if (!request.has_hello()) {
@@ -88,8 +84,7 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
   if (state_->telemetry != nullptr) {
     state_->telemetry->end_session((*s)->id, state_->config->telemetry_bytes_per_session);
   }
-  state_->rpc_stats.record("Session", grpc::StatusCode::OK);
-  return grpc::Status::OK;
+  return call.finish("Session", grpc::Status::OK);
 }
 
 }  // namespace memd::daemon

@@ -3,7 +3,7 @@
 #include <time.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
 
@@ -201,7 +201,7 @@ absl::Status SessionTable::detach(Session& s, uint32_t handle) {
 
 void SessionTable::reclaim(const std::shared_ptr<ServedRegion>& region, uint32_t slot, pid_t pid, const char* why) {
   std::lock_guard<std::mutex> rg(region->lock);
-  if (region->region == nullptr) return;
+  if (region->owner == nullptr) return;
   // A damaged region is not touched again, not even to take back: its
   // tables may send the walk anywhere.
   if (absl::Status u = region->usable(); !u.ok()) return;

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "client/region.h"
-#include "client/region_allocator.h"
+#include "region/region.h"
+#include "region/region_allocator.h"
 
 namespace {
 

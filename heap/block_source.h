@@ -1,5 +1,5 @@
 // Where a thread heap gets its blocks and where it gives them back. Within a
-// process it is the arena (client/arena.h), which runs the page heap under a
+// process it is the arena (region/arena.h), which runs the page heap under a
 // lock; with the daemon it is the lease client, which asks over gRPC. The
 // source writes page descriptors before it returns a block: a block is usable
 // as soon as acquire returns.

@@ -64,7 +64,7 @@ inline void count_resized(BigCount& c, uint64_t before, uint64_t after) {
 }
 
 // A heap's counts of big objects and samples. Its per-class counts live in
-// its class lists, beside what the fast paths touch (OwnerHeap::ClassList):
+// its class lists, beside what the fast paths touch (ThreadHeap::ClassList):
 // an increment there is one instruction on a line already in cache.
 struct HeapCounters {
   BigCount large;

@@ -112,59 +112,64 @@ void* LargeHeap::alloc(BlockSource& source, OwnerId owner, size_t size, size_t a
   if (align <= kChunkAlign) {
     if (void* q = try_quick(size)) return q;
   }
-  ChunkHeader* c = find_fit(search);
-  if (c == nullptr && quick_bytes_ > 0) {
-    // Merge the quick cache before asking for a new block. A block it empties
-    // stays binned for this very allocation.
-    flush_quick([this](PageIndex block) { keep_empty_block(block); });
-    c = find_fit(search);
-  }
-  if (c == nullptr) {
-    AcquiredBlock got = source.acquire(PageKind::kLarge, 0, owner);
-    if (got.first == kNoPage) return nullptr;
-    add_block(got.first);
-    if (got.adopted) {
-      adopt(got.first);
-    } else {
-      c = reinterpret_cast<ChunkHeader*>(region_.page_address(got.first));
-      c->size = block_bytes_;
-      c->prev_size = 0;
-      set_check(c);
-      store_state(c, kChunkFree);
-      // `end` last: a large block whose end is 0 was never laid out (a
-      // client's spare, or one caught by a crash before this point).
-      __atomic_store_n(&region_.block(got.first).end, block_bytes_, __ATOMIC_RELEASE);
-      bin_insert(c);
-    }
-    c = find_fit(search);
-    if (c == nullptr) return alloc(source, owner, size, align, zeroed);  // adopted one was too full
-  }
+  ChunkHeader* c = find_or_grow(source, owner, search);
+  if (c == nullptr) return nullptr;
   bin_remove(c);
-  PageIndex block{region_.page(PageIndex{static_cast<uint32_t>(offset_of(c) >> kPageShift)}).block};
-  char* block_base = region_.page_address(block);
-  char* block_end = block_base + block_bytes_;
-  if (align > kChunkAlign) {
-    uintptr_t payload = reinterpret_cast<uintptr_t>(c + 1);
-    uintptr_t aligned = (payload + align - 1) & ~(uintptr_t{align} - 1);
-    while (aligned != payload && aligned - payload < min_chunk_) aligned += align;
-    if (aligned != payload) {
-      // Free the skipped front as a chunk of its own.
-      uint32_t lead = static_cast<uint32_t>(aligned - payload);
-      auto* moved = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) + lead);
-      moved->size = c->size - lead;
-      moved->prev_size = lead;
-      c->size = lead;
-      set_check(c);
-      store_state(c, kChunkFree);
-      if (ChunkHeader* after = next_chunk(moved, block_end)) after->prev_size = moved->size;
-      bin_insert(c);
-      c = moved;
-    }
-  }
+  char* block_end = region_.page_address(block_of(c)) + block_bytes_;
+  if (align > kChunkAlign) c = align_start(c, align, block_end);
   split(c, need, block_end);
   set_check(c);
   store_state(c, kChunkBusy);
   return c + 1;
+}
+
+ChunkHeader* LargeHeap::find_or_grow(BlockSource& source, OwnerId owner, uint32_t search) {
+  if (ChunkHeader* c = find_fit(search)) return c;
+  if (quick_bytes_ > 0) {
+    // Merge the quick cache before asking for a new block. A block it empties
+    // stays binned for this very allocation.
+    flush_quick([this](PageIndex block) { keep_empty_block(block); });
+    if (ChunkHeader* c = find_fit(search)) return c;
+  }
+  for (;;) {
+    AcquiredBlock got = source.acquire(PageKind::kLarge, 0, owner);
+    if (got.first == kNoPage) return nullptr;
+    add_block(got.first);
+    if (got.adopted) adopt(got.first);
+    else lay_out_block(got.first);
+    if (ChunkHeader* c = find_fit(search)) return c;
+    // An adopted block too full for this request: ask for another.
+  }
+}
+
+void LargeHeap::lay_out_block(PageIndex block) {
+  auto* c = reinterpret_cast<ChunkHeader*>(region_.page_address(block));
+  c->size = block_bytes_;
+  c->prev_size = 0;
+  set_check(c);
+  store_state(c, kChunkFree);
+  // `end` last: a large block whose end is 0 was never laid out (a client's
+  // spare, or one caught by a crash before this point).
+  __atomic_store_n(&region_.block(block).end, block_bytes_, __ATOMIC_RELEASE);
+  bin_insert(c);
+}
+
+ChunkHeader* LargeHeap::align_start(ChunkHeader* c, size_t align, char* block_end) {
+  uintptr_t payload = reinterpret_cast<uintptr_t>(c + 1);
+  uintptr_t aligned = (payload + align - 1) & ~(uintptr_t{align} - 1);
+  while (aligned != payload && aligned - payload < min_chunk_) aligned += align;
+  if (aligned == payload) return c;
+  // Free the skipped front as a chunk of its own.
+  uint32_t lead = static_cast<uint32_t>(aligned - payload);
+  auto* moved = reinterpret_cast<ChunkHeader*>(reinterpret_cast<char*>(c) + lead);
+  moved->size = c->size - lead;
+  moved->prev_size = lead;
+  c->size = lead;
+  set_check(c);
+  store_state(c, kChunkFree);
+  if (ChunkHeader* after = next_chunk(moved, block_end)) after->prev_size = moved->size;
+  bin_insert(c);
+  return moved;
 }
 
 ChunkHeader* LargeHeap::header_of(const Region& r, uint64_t secret, PageIndex block, void* p) {

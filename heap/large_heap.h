@@ -217,6 +217,15 @@ class LargeHeap {
   }
 
   void add_block(PageIndex block);
+  // Lays out a new block as one free chunk and bins it.
+  void lay_out_block(PageIndex block);
+  // A binned free chunk of at least `search` bytes, from the bins, the quick
+  // cache merged back, or a new (or adopted) block; nullptr if the source
+  // has none.
+  ChunkHeader* find_or_grow(BlockSource& source, OwnerId owner, uint32_t search);
+  // Moves the start of free chunk `c` (not binned) so that its payload is
+  // aligned to `align`, freeing the skipped front as a chunk of its own.
+  ChunkHeader* align_start(ChunkHeader* c, size_t align, char* block_end);
   // free_local past the quick cache: merge with free neighbours.
   LargeFreeResult free_merging(PageIndex block, ChunkHeader* c);
 

@@ -13,7 +13,7 @@
 namespace memd::heap {
 
 // Robust, so that a process killed while holding it does not deadlock the
-// others (see roots in client/region.cc); process-shared, as it lives in
+// others (see roots in region/region.cc); process-shared, as it lives in
 // shared memory.
 bool init_shared_mutex(pthread_mutex_t* m) {
   pthread_mutexattr_t attr;

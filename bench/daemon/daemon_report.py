@@ -185,7 +185,7 @@ def _batching(doc):
         if s["allocs_per_call"] is not None and s["allocs_per_call"] < _allocs_target(doc):
             share = ratio(s["steady_other_calls"], s["steady_calls"])
             lines += [f"Why **{name}** misses the bar: {share * 100:.0f}% of its steady-state calls are "
-                      "Releases, the rest Leases. `client/leased_blocks.cc` leases in batches (2, doubling up to 32 "
+                      "Releases, the rest Leases. `region/leased_blocks.cc` leases in batches (2, doubling up to 32 "
                       "blocks, fewer for big blocks) and keeps the empty blocks thread heaps give back in a "
                       "per-class stash, giving back each second what no thread took since the last trim, and at "
                       "a cap (4 MiB or 64 blocks per class; half the pages in use for all classes) the oldest half "
@@ -257,7 +257,7 @@ def _findings(doc):
                   "with the daemon; this script does not establish their cause.", ""]
     for name, s in doc["batching"].items():
         if not s["failed"] and s["allocs_per_call"] is not None and s["allocs_per_call"] < _allocs_target(doc):
-            lines += [f"- **Releases** (`client/leased_blocks.cc`): in the {name} workload "
+            lines += [f"- **Releases** (`region/leased_blocks.cc`): in the {name} workload "
                       f"{s['steady_other_calls']:,.0f} of {s['steady_calls']:,.0f} steady-state calls are "
                       "Releases of 16 blocks each (see above).", ""]
     one = lat.get("lease/1", {})

@@ -17,7 +17,7 @@ _KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 # What ld.so prints when LD_PRELOAD names something it cannot load; the
 # program then silently runs on glibc, which would poison the comparison.
 _PRELOAD_FAILED = "cannot be preloaded"
-# memd's settings (see client/options.cc). Inherited ones are dropped so that
+# memd's settings (see region/options.cc). Inherited ones are dropped so that
 # `memd` always means the defaults and a variant differs by its own env only,
 # whatever the shell running the harness has exported.
 SETTINGS_PREFIX = "MEMD_"

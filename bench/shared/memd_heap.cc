@@ -1,4 +1,4 @@
-// memd::Region (client/region.h, library `memd`) as one more family of
+// memd::Region (region/region.h, library `memd`) as one more family of
 // bench_shared_heap (see shared_heap.h).
 //
 //   memd-shm   Discipline::kShm   (a POSIX shared memory object)
@@ -24,7 +24,7 @@
 #include <algorithm>
 #include <string>
 
-#include "client/region.h"
+#include "region/region.h"
 #include "shared_heap.h"
 
 namespace shb {

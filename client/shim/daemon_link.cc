@@ -11,8 +11,8 @@
 
 #include "client/daemon_client.h"
 #include "client/daemon_connection.h"
-#include "client/options.h"
-#include "client/region_internals.h"
+#include "region/options.h"
+#include "region/region_internals.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <new>
 
-#include "client/options.h"
+#include "region/options.h"
 #include "client/process_heap.h"
 #include "client/telemetry/sampler.h"
 

@@ -1,9 +1,9 @@
 // libmemd-malloc.so: malloc, free and friends, and C++ new/delete, on the
 // process heap, for LD_PRELOAD.
 //
-//   malloc(n)     -> thread heap from TLS -> OwnerHeap::alloc   [no lock]
+//   malloc(n)     -> thread heap from TLS -> ThreadHeap::alloc   [no lock]
 //                    first call in a thread: malloc_slow attaches one
-//   free(p)       -> p inside the arena? OwnerHeap::free (own or remote)
+//   free(p)       -> p inside the arena? ThreadHeap::free (own or remote)
 //                    bootstrap memory: ignored; anything else: reported
 //
 // Re-entry: the slow path sets a thread-local flag; a malloc made while it
@@ -19,7 +19,7 @@
 #include <cstring>
 #include <new>
 
-#include "client/diag.h"
+#include "region/diag.h"
 #include "client/process_heap.h"
 #include "client/shim/bootstrap_heap.h"
 #include "client/shim/daemon_mode.h"
@@ -30,7 +30,7 @@
 
 using memd::client::ArenaHandle;
 using memd::heap::FreeStatus;
-using memd::heap::OwnerHeap;
+using memd::heap::ThreadHeap;
 
 namespace {
 
@@ -38,7 +38,7 @@ __thread bool tl_in_shim __attribute__((tls_model("initial-exec")));
 
 // The calling thread's heap in the process arena, or nullptr if it has none
 // yet (one TLS load: the process arena has id 0 and is never destroyed).
-inline OwnerHeap* current_heap() {
+inline ThreadHeap* current_heap() {
   return memd::client::tl_thread_heaps[memd::client::kProcessArenaId].heap;
 }
 
@@ -52,12 +52,12 @@ void report_once_no_heap() {
 
 // The calling thread's heap, creating the process heap and attaching a thread
 // heap as needed; nullptr when re-entered (use the bootstrap heap) or failed.
-OwnerHeap* heap_slow(bool* reentered) {
+ThreadHeap* heap_slow(bool* reentered) {
   *reentered = tl_in_shim;
   if (tl_in_shim) return nullptr;
   tl_in_shim = true;
   const ArenaHandle& a = memd::client::process_arena();
-  OwnerHeap* h = a.arena ? memd::client::thread_heap(a) : nullptr;
+  ThreadHeap* h = a.arena ? memd::client::thread_heap(a) : nullptr;
   tl_in_shim = false;
   if (a.arena == nullptr) report_once_no_heap();
   return h;
@@ -65,7 +65,7 @@ OwnerHeap* heap_slow(bool* reentered) {
 
 void* alloc_slow(size_t size, size_t align, bool zero) {
   bool reentered;
-  OwnerHeap* h = heap_slow(&reentered);
+  ThreadHeap* h = heap_slow(&reentered);
   if (h == nullptr) return reentered ? memd::client::bootstrap_alloc(size, align) : nullptr;
   // Any alignment asked for goes to alloc_aligned, which knows which size
   // classes keep it (16 bytes is not kept by the 24-byte class).
@@ -77,13 +77,13 @@ using memd::client::shim::region_heap_for_alloc;
 
 inline void* alloc(size_t size) {
   if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc(size);
-  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
+  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
   return alloc_slow(size, 0, false);
 }
 
 inline void* alloc_aligned(size_t size, size_t align) {
   if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc_aligned(size, align);
-  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_aligned(size, align);
+  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_aligned(size, align);
   return alloc_slow(size, align, false);
 }
 
@@ -117,7 +117,7 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
 }
 
 // A free the heap's inline path did not take; reports bad pointers.
-__attribute__((noinline)) void release_in_heap(OwnerHeap* h, void* p, uint64_t page_desc, const void* caller) {
+__attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
   KeepErrno keep;
   FreeStatus s = h->free_slow(p, page_desc);
   if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
@@ -127,7 +127,7 @@ __attribute__((noinline)) void release_in_heap(OwnerHeap* h, void* p, uint64_t p
 // call: every way out is a return or a tail call, so it needs no stack frame.
 __attribute__((always_inline)) inline void release(void* p) {
   if (UNLIKELY(p == nullptr)) return;
-  OwnerHeap* h = current_heap();
+  ThreadHeap* h = current_heap();
   if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
     uint64_t page_desc;
     if (LIKELY(h->try_free_local(p, &page_desc))) return;
@@ -162,7 +162,7 @@ MEMD_EXPORT void* calloc(size_t count, size_t size) {
     return nullptr;
   }
   if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc_zeroed(total);
-  if (OwnerHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_zeroed(total);
+  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_zeroed(total);
   return alloc_slow(total, 0, true);
 }
 
@@ -174,7 +174,7 @@ MEMD_EXPORT void* realloc(void* p, size_t size) {
   }
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
-    OwnerHeap* h = current_heap();
+    ThreadHeap* h = current_heap();
     bool reentered = false;
     if (h == nullptr) h = heap_slow(&reentered);
     if (h == nullptr) {
@@ -258,7 +258,7 @@ MEMD_EXPORT size_t malloc_usable_size(void* p) {
   if (p == nullptr) return 0;
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
-    OwnerHeap* h = memd::client::thread_heap_or_stranger(*a);
+    ThreadHeap* h = memd::client::thread_heap_or_stranger(*a);
     if (h->validate(p) != FreeStatus::kOk) {
       report(h->validate(p), "malloc_usable_size", p, __builtin_return_address(0));
       return 0;
@@ -278,7 +278,7 @@ MEMD_EXPORT int malloc_trim(size_t) {
   if (auto* r = region_heap_for_alloc()) r->trim();
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a == nullptr) return 0;
-  if (OwnerHeap* h = current_heap()) h->release_empty();
+  if (ThreadHeap* h = current_heap()) h->release_empty();
   a->arena->sweep_abandoned();
   a->arena->purge_all();
   return 1;

@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "client/diag.h"
+#include "region/diag.h"
 #include "heap/sampling.h"
 
 namespace memd {

@@ -2,7 +2,7 @@
 // checked for real: one memfd mapped at several addresses of this process,
 // and once more in a forked child, with a linked list, a vector and strings
 // built in one mapping and read and changed through the others.
-#include "client/offset_ptr.h"
+#include "region/offset_ptr.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
-// Settings from the environment (client/options.h): what parses, what is
+// Settings from the environment (region/options.h): what parses, what is
 // refused (and then left to the caller's default).
-#include "client/options.h"
+#include "region/options.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <regex>
 #include <thread>
 
-#include "client/region_internals.h"
+#include "region/region_internals.h"
 #include "heap/size_class.h"
 #include "tests/daemon/raw_session.h"
 #include "tests/daemon/test_util.h"

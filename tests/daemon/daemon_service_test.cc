@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "client/region_internals.h"
+#include "region/region_internals.h"
 #include "tests/daemon/raw_session.h"
 #include "tests/daemon/test_util.h"
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::testing {

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "client/lease_service.h"
-#include "client/region_internals.h"
+#include "region/lease_service.h"
+#include "region/region_internals.h"
 #include "daemon/catalog.h"
 #include "daemon/region_registry.h"
 #include "daemon/sessions.h"
@@ -82,7 +82,7 @@ TEST(Sessions, ConcurrentSessionsLeasesAndDetaches) {
         uint32_t n = 0;
         {
           std::lock_guard<std::mutex> g((*region)->lock);
-          uint32_t stash_owner = (*region)->region->lease_slot(a->slot).stash_owner;
+          uint32_t stash_owner = (*region)->owner->lease_slot(a->slot).stash_owner;
           absl::StatusOr<uint32_t> got = (*region)->leases()->lease(a->slot, heap::PageKind::kSegregated,
                                                                      static_cast<uint16_t>(2 + t), stash_owner, 4,
                                                                      blocks);
@@ -128,7 +128,7 @@ TEST(Sessions, ConcurrentSessionsLeasesAndDetaches) {
   EXPECT_EQ((*region)->attached.load(), orphaned * kThreads);
   {
     std::lock_guard<std::mutex> g((*region)->lock);
-    EXPECT_TRUE((*region)->region->check().ok());
+    EXPECT_TRUE((*region)->owner->check().ok());
   }
   regions.close_all(false);
   (void)Region::remove(config.shm_namespace + ".shared", Discipline::kShm);

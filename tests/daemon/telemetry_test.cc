@@ -210,7 +210,7 @@ TEST_F(TelemetryTest, ProfilesOfARegionNameTheProgramsFunctions) {
   // The string table holds the function names of the sampled stacks.
   EXPECT_NE(raw.find("main"), std::string::npos);
   EXPECT_NE(raw.find("inuse_space"), std::string::npos);
-  EXPECT_EQ(raw.find("memd::heap::OwnerHeap"), std::string::npos) << "allocator frames are cut";
+  EXPECT_EQ(raw.find("memd::heap::ThreadHeap"), std::string::npos) << "allocator frames are cut";
 
   // Per client: a pid with no samples gives an empty profile, not an error.
   grpc::ClientContext ctx;

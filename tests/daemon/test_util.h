@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/daemon_client.h"
-#include "client/region_internals.h"
+#include "region/region_internals.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_process.h"
 

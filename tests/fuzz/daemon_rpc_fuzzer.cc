@@ -21,7 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "client/lease_service.h"
+#include "region/lease_service.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"

@@ -1,7 +1,7 @@
 // Fuzz target: the lease socket protocol, spoken by a client that is not
 // libmemd.
 //
-// A region's owner serves leases on a Unix socket (client/lease_socket.h);
+// A region's owner serves leases on a Unix socket (region/lease_socket.h);
 // any process that can reach the socket sends it whatever it likes. The
 // input is one connection's requests. After the connection closes (the
 // owner then takes back all it held), the region must check clean: no
@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
-#include "client/lease_service.h"
-#include "client/lease_socket.h"
-#include "client/lease_wire.h"
-#include "client/region.h"
+#include "region/lease_service.h"
+#include "region/lease_socket.h"
+#include "region/lease_wire.h"
+#include "region/region.h"
 #include "fuzz_input.h"
 #include "heap/layout.h"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "client/region.h"
+#include "region/region.h"
 #include "fuzz_input.h"
 #include "heap/layout.h"
 

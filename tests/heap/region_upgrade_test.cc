@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "client/owner_heap_pool.h"
-#include "client/page_heap_owner.h"
+#include "region/thread_heap_pool.h"
+#include "region/page_heap_owner.h"
 #include "disciplines/anonymous.h"
 #include "heap/block.h"
 #include "heap/inspect.h"

@@ -24,11 +24,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "client/owner_heap_pool.h"
-#include "client/page_heap_owner.h"
+#include "region/thread_heap_pool.h"
+#include "region/page_heap_owner.h"
 #include "disciplines/anonymous.h"
 #include "heap/inspect.h"
-#include "heap/owner_heap.h"
+#include "heap/thread_heap.h"
 #include "heap/region_format.h"
 
 namespace memd::heap {
@@ -72,7 +72,7 @@ class Freer {
     std::atomic<int>* pair_done = nullptr;
   };
 
-  Freer(client::OwnerHeapPool* pool, std::unordered_set<void*>* held, std::mutex* held_lock,
+  Freer(client::ThreadHeapPool* pool, std::unordered_set<void*>* held, std::mutex* held_lock,
         std::atomic<long>* failures)
       : pool_(pool), held_(held), held_lock_(held_lock), failures_(failures), thread_([this] { run(); }) {}
   ~Freer() {
@@ -101,7 +101,7 @@ class Freer {
     if (failures_->fetch_add(1) < 10) ADD_FAILURE() << what << ": object " << o.id << " of " << o.size << " bytes";
   }
   void run() {
-    OwnerHeap* heap = pool_->attach_thread();
+    ThreadHeap* heap = pool_->attach_thread();
     ASSERT_NE(heap, nullptr);
     for (;;) {
       std::deque<Entry> got;
@@ -132,7 +132,7 @@ class Freer {
     pool_->detach_thread(heap);
   }
 
-  client::OwnerHeapPool* pool_;
+  client::ThreadHeapPool* pool_;
   std::unordered_set<void*>* held_;
   std::mutex* held_lock_;
   std::atomic<long>* failures_;
@@ -162,7 +162,7 @@ class RemoteListStressTest : public ::testing::Test {
 
   disciplines::AnonymousSource source_;
   client::PageHeapOwner pages_;
-  client::OwnerHeapPool pool_;
+  client::ThreadHeapPool pool_;
 };
 
 TEST_F(RemoteListStressTest, RemoteFreesIntoOneOwnerNeverHandAnObjectOutTwice) {
@@ -172,7 +172,7 @@ TEST_F(RemoteListStressTest, RemoteFreesIntoOneOwnerNeverHandAnObjectOutTwice) {
   std::atomic<long> failures{0};
   std::vector<std::unique_ptr<Freer>> freers;
   for (int i = 0; i < kFreers; ++i) freers.push_back(std::make_unique<Freer>(&pool_, &held, &held_lock, &failures));
-  OwnerHeap* owner = pool_.attach_thread();
+  ThreadHeap* owner = pool_.attach_thread();
   ASSERT_NE(owner, nullptr);
 
   std::mt19937_64 rng(20240611);

@@ -93,7 +93,7 @@ TEST(Sampling, TheEndOfACountdownOfThePeriodOrLongerIsASample) {
   EXPECT_EQ(d.mean, 1u);
 }
 
-// A heap simulated as OwnerHeap runs it: `countdown -= size` per allocation,
+// A heap simulated as ThreadHeap runs it: `countdown -= size` per allocation,
 // end_sample_countdown when it passes zero.
 struct SimulatedHeap {
   SampleDraws draws;

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "client/owner_heap_pool.h"
-#include "client/page_heap_owner.h"
+#include "region/thread_heap_pool.h"
+#include "region/page_heap_owner.h"
 #include "disciplines/anonymous.h"
 #include "heap/region_format.h"
 
@@ -33,8 +33,8 @@ class ThreadHeapFixture : public ::testing::Test {
 
   disciplines::AnonymousSource source_;
   client::PageHeapOwner pages_;
-  client::OwnerHeapPool pool_;
-  OwnerHeap* heap_ = nullptr;
+  client::ThreadHeapPool pool_;
+  ThreadHeap* heap_ = nullptr;
 };
 
 }  // namespace memd::heap

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The layering, checked on the sources: heap/ <- disciplines/ <- client/ <- daemon/.
+"""The layering, checked on the sources:
+heap/ <- disciplines/ <- region/ <- client/, daemon/ (proto/ beside them).
 
-Each folder may include only from the folders below it, and the daemon and
-tools may include only the client headers that say what a region is to its
-owner and its clients -- never what a region is made of (client/region_impl.h,
-the thread-heap pool, the arena, the page-heap owner), so that the daemon
-holds a region through Region's own calls. Exits 1 naming every include that
-breaks a rule, with its file and line.
+Each folder may include only from the folders below it. The daemon and the
+tools may include only the region headers that say what a region is to its
+owner -- never what a region is made of (region/region_impl.h, the
+thread-heap pool, the arena, the page-heap owner, a client's leased
+blocks), so that the daemon holds a region through Region's own calls --
+and nothing of client/ (libmemd's process heap and daemon client). Exits 1
+naming every include that breaks a rule, with its file and line.
 
     python3 tests/layering/check_includes.py <repository root>
 """
@@ -16,21 +18,22 @@ import sys
 
 # Folders of first-party code each folder may include from ("absl", "grpc",
 # "memd" (generated protobuf) and other third-party prefixes are not ours).
-OURS = {"heap", "disciplines", "client", "daemon", "tools", "region"}
+OURS = {"heap", "disciplines", "region", "proto", "client", "daemon", "tools"}
 MAY_INCLUDE = {
     "heap": {"heap"},
     "disciplines": {"disciplines", "heap"},
-    "client": {"client", "disciplines", "heap"},
-    "daemon": {"daemon", "client", "disciplines", "heap"},
-    "tools": {"tools", "client", "heap"},
+    "region": {"region", "disciplines", "heap"},
+    # proto/wire_enums.h pins the wire's enums to the region's.
+    "proto": {"proto", "region"},
+    "client": {"client", "region", "proto", "disciplines", "heap"},
+    "daemon": {"daemon", "region", "proto", "disciplines", "heap"},
+    "tools": {"tools", "region", "proto", "heap"},
 }
-# What the daemon and the tools may include of client/.
-CLIENT_HEADERS_FOR_SERVERS = {
-    "client/region.h",          # Region: lifecycle, leases, stat/check/compact, owner facts
-    "client/lease_service.h",   # the owner's lease ledger the daemon drives
-    "client/options.h",         # the environment's settings (MEMD_* variables)
-    "client/daemon_client.h",   # memd::Client, for memdctl
-    "client/wire_enums.h",      # the region enums on the wire, pinned to the C++ ones
+# What the daemon and the tools may include of region/.
+REGION_HEADERS_FOR_SERVERS = {
+    "region/region.h",          # Region: lifecycle, leases, stat/check/compact, owner facts
+    "region/lease_service.h",   # the owner's lease ledger the daemon drives
+    "region/options.h",         # the environment's settings (MEMD_*), the default socket rule
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -54,10 +57,10 @@ def violations(root):
                             continue
                         if folder not in allowed:
                             yield f"{rel}:{n}: {top}/ may not include {target} ({folder}/ is above it)"
-                        elif (top in ("daemon", "tools") and folder == "client"
-                              and target not in CLIENT_HEADERS_FOR_SERVERS):
+                        elif (top in ("daemon", "tools") and folder == "region"
+                              and target not in REGION_HEADERS_FOR_SERVERS):
                             yield (f"{rel}:{n}: {top}/ may not include {target}: a region's internals "
-                                   f"(allowed of client/: {', '.join(sorted(CLIENT_HEADERS_FOR_SERVERS))})")
+                                   f"(allowed of region/: {', '.join(sorted(REGION_HEADERS_FOR_SERVERS))})")
 
 
 def main():

@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "client/region.h"
-#include "client/region_allocator.h"
-#include "client/region_internals.h"
+#include "region/region.h"
+#include "region/region_allocator.h"
+#include "region/region_internals.h"
 #include "region_test_util.h"
 
 extern char** environ;

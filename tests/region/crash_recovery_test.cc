@@ -23,7 +23,7 @@
 #include <random>
 #include <thread>
 
-#include "client/region.h"
+#include "region/region.h"
 #include "client/telemetry/sampler.h"
 #include "region_test_util.h"
 

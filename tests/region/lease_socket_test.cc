@@ -23,11 +23,11 @@
 
 #include <gtest/gtest.h>
 
-#include "client/lease_service.h"
-#include "client/lease_socket.h"
-#include "client/lease_wire.h"
-#include "client/region.h"
-#include "client/region_internals.h"
+#include "region/lease_service.h"
+#include "region/lease_socket.h"
+#include "region/lease_wire.h"
+#include "region/region.h"
+#include "region/region_internals.h"
 #include "heap/layout.h"
 
 namespace memd {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "client/memd_region.h"
-#include "client/region.h"
-#include "client/region_internals.h"
+#include "region/region.h"
+#include "region/region_internals.h"
 #include "region_test_util.h"
 
 extern char** environ;

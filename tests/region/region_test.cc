@@ -1,7 +1,7 @@
 // memd::Region in one process: create, allocate, named roots, close and
 // reopen, read-only attachments, and bad input. Each test runs on the shm,
 // file and pmem disciplines.
-#include "client/region.h"
+#include "region/region.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "client/region.h"
+#include "region/region.h"
 
 namespace memd::testing {
 

@@ -45,6 +45,13 @@ const CommandSpec* find_command(std::string_view word) {
   return nullptr;
 }
 
+const char* find_command_name(Command command) {
+  for (const CommandSpec& c : kCommands) {
+    if (c.command == command) return c.name;
+  }
+  return "?";
+}
+
 absl::Status usage_error(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 // Seconds as a decimal number ("5", "0.25"), to whole milliseconds, at least one.
@@ -69,12 +76,80 @@ std::optional<int32_t> parse_pid(const std::string& text) {
   return static_cast<int32_t>(value);
 }
 
+// The flags, described once: the parser and the usage text read this table.
+struct FlagSpec {
+  const char* name;
+  const char* alias;   // empty: none
+  const char* value;   // what the flag takes, as the usage text shows it; empty: nothing
+  bool global;         // false: belongs to `command` only (its operands show it)
+  Command command;
+  const char* summary;  // usage text of a global flag (lines after the first indented)
+  // Stores the flag's value (`flag` as typed, for messages).
+  absl::Status (*apply)(CommandLine& cl, const std::string& flag, const std::string& value);
+};
+
+absl::Status set_help(CommandLine& cl, const std::string&, const std::string&) {
+  cl.help = true;
+  return absl::OkStatus();
+}
+absl::Status set_json(CommandLine& cl, const std::string&, const std::string&) {
+  cl.json = true;
+  return absl::OkStatus();
+}
+absl::Status set_socket(CommandLine& cl, const std::string& flag, const std::string& path) {
+  if (path.empty()) return usage_error(absl::StrCat(flag, " needs a path"));
+  cl.socket = path;
+  return absl::OkStatus();
+}
+absl::Status set_timeout(CommandLine& cl, const std::string& flag, const std::string& text) {
+  std::optional<std::chrono::milliseconds> timeout = parse_seconds(text);
+  if (!timeout) return usage_error(absl::StrCat(flag, " takes seconds (a number above 0), not \"", text, "\""));
+  cl.timeout = *timeout;
+  return absl::OkStatus();
+}
+absl::Status set_region(CommandLine& cl, const std::string&, const std::string& name) {
+  cl.region = name;
+  return absl::OkStatus();
+}
+absl::Status set_pid(CommandLine& cl, const std::string& flag, const std::string& text) {
+  std::optional<int32_t> pid = parse_pid(text);
+  if (!pid) return usage_error(absl::StrCat(flag, ": \"", text, "\" is not a process id"));
+  cl.pid = *pid;
+  return absl::OkStatus();
+}
+absl::Status set_output(CommandLine& cl, const std::string& flag, const std::string& path) {
+  if (path.empty()) return usage_error(absl::StrCat(flag, " needs a file name, or - for stdout"));
+  cl.output = path;
+  return absl::OkStatus();
+}
+
+constexpr FlagSpec kFlags[] = {
+    {"--socket", "", "PATH", true, Command::kRegions,
+     "the daemon's socket (default: $MEMD_SOCKET,\n"
+     "else $XDG_RUNTIME_DIR/memd/memd.sock, else /run/memd/memd.sock\n"
+     "for root, /tmp/memd-<uid>/memd.sock for others)",
+     set_socket},
+    {"--json", "", "", true, Command::kRegions, "print the daemon's answer as JSON, for scripts", set_json},
+    {"--timeout", "", "SECONDS", true, Command::kRegions, "deadline of each call (default 5)", set_timeout},
+    {"--help", "-h", "", true, Command::kRegions, "this text", set_help},
+    {"--region", "", "NAME", false, Command::kDrain, "", set_region},
+    {"--pid", "", "PID", false, Command::kProfile, "", set_pid},
+    {"--output", "-o", "FILE", false, Command::kProfile, "", set_output},
+};
+
+const FlagSpec* find_flag(std::string_view word) {
+  for (const FlagSpec& f : kFlags) {
+    if (word == f.name || (*f.alias != '\0' && word == f.alias)) return &f;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv) {
   CommandLine cl;
   std::vector<std::string> words;  // the subcommand and its operands
-  bool region_given = false, pid_given = false, output_given = false;
+  std::vector<std::pair<const FlagSpec*, std::string>> command_flags;  // checked once the command is known
   bool options_ended = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -94,48 +169,17 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv
       value = arg.substr(eq + 1);
       has_inline_value = true;
     }
-    auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (has_inline_value) return value;
-      if (i + 1 >= argc) return usage_error(absl::StrCat(flag, " needs a value"));
-      return std::string(argv[++i]);
-    };
-    if (flag == "--help" || flag == "-h") {
-      cl.help = true;
-      return cl;
-    } else if (flag == "--json" && !has_inline_value) {
-      cl.json = true;
-    } else if (flag == "--socket") {
-      absl::StatusOr<std::string> path = take_value();
-      if (!path.ok()) return path.status();
-      if (path->empty()) return usage_error("--socket needs a path");
-      cl.socket = *path;
-    } else if (flag == "--timeout") {
-      absl::StatusOr<std::string> text = take_value();
-      if (!text.ok()) return text.status();
-      std::optional<std::chrono::milliseconds> timeout = parse_seconds(*text);
-      if (!timeout) return usage_error(absl::StrCat("--timeout takes seconds (a number above 0), not \"", *text, "\""));
-      cl.timeout = *timeout;
-    } else if (flag == "--region") {
-      absl::StatusOr<std::string> name = take_value();
-      if (!name.ok()) return name.status();
-      cl.region = *name;
-      region_given = true;
-    } else if (flag == "--pid") {
-      absl::StatusOr<std::string> text = take_value();
-      if (!text.ok()) return text.status();
-      std::optional<int32_t> pid = parse_pid(*text);
-      if (!pid) return usage_error(absl::StrCat("--pid: \"", *text, "\" is not a process id"));
-      cl.pid = *pid;
-      pid_given = true;
-    } else if (flag == "-o" || flag == "--output") {
-      absl::StatusOr<std::string> path = take_value();
-      if (!path.ok()) return path.status();
-      if (path->empty()) return usage_error(absl::StrCat(flag, " needs a file name, or - for stdout"));
-      cl.output = *path;
-      output_given = true;
-    } else {
+    const FlagSpec* spec = find_flag(flag);
+    if (spec == nullptr || (*spec->value == '\0' && has_inline_value)) {
       return usage_error(absl::StrCat("unknown option ", arg));
     }
+    if (*spec->value != '\0' && !has_inline_value) {
+      if (i + 1 >= argc) return usage_error(absl::StrCat(flag, " needs a value"));
+      value = argv[++i];
+    }
+    if (absl::Status s = spec->apply(cl, flag, value); !s.ok()) return s;
+    if (cl.help) return cl;  // nothing else is looked at
+    if (!spec->global) command_flags.push_back({spec, flag});
   }
 
   if (words.empty()) return usage_error("no command given");
@@ -150,11 +194,11 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv
   if (cl.args.size() > spec->max_args) {
     return usage_error(absl::StrCat(cl.command_name, ": unexpected argument \"", cl.args[spec->max_args], "\""));
   }
-  if (region_given && cl.command != Command::kDrain) {
-    return usage_error(absl::StrCat("--region belongs to drain, not ", cl.command_name));
-  }
-  if ((pid_given || output_given) && cl.command != Command::kProfile) {
-    return usage_error(absl::StrCat(pid_given ? "--pid" : "-o", " belongs to profile, not ", cl.command_name));
+  for (const auto& [flag, typed] : command_flags) {
+    if (flag->command != cl.command) {
+      return usage_error(absl::StrCat(typed, " belongs to ", find_command_name(flag->command), ", not ",
+                                      cl.command_name));
+    }
   }
   if (cl.command == Command::kDrain) {
     std::optional<int32_t> pid = parse_pid(cl.args[0]);
@@ -178,15 +222,19 @@ std::string usage() {
     const std::string gap = synopsis.size() < 28 ? std::string(28 - synopsis.size(), ' ') : "\n" + std::string(30, ' ');
     absl::StrAppend(&text, "  ", synopsis, gap, c.summary, "\n");
   }
+  absl::StrAppend(&text, "\noptions:\n");
+  for (const FlagSpec& f : kFlags) {
+    if (!f.global) continue;
+    std::string synopsis = *f.alias != '\0' ? absl::StrCat(f.alias, ", ", f.name) : std::string(f.name);
+    if (*f.value != '\0') absl::StrAppend(&synopsis, " ", f.value);
+    std::string summary = f.summary;
+    for (size_t at = summary.find('\n'); at != std::string::npos; at = summary.find('\n', at + 1)) {
+      summary.insert(at + 1, std::string(30, ' '));
+    }
+    absl::StrAppend(&text, "  ", synopsis, std::string(synopsis.size() < 28 ? 28 - synopsis.size() : 1, ' '), summary,
+                    "\n");
+  }
   absl::StrAppend(&text,
-                  "\n"
-                  "options:\n"
-                  "  --socket PATH               the daemon's socket (default: $MEMD_SOCKET,\n"
-                  "                              else $XDG_RUNTIME_DIR/memd/memd.sock, else /run/memd/memd.sock\n"
-                  "                              for root, /tmp/memd-<uid>/memd.sock for others)\n"
-                  "  --json                      print the daemon's answer as JSON, for scripts\n"
-                  "  --timeout SECONDS           deadline of each call (default 5)\n"
-                  "  -h, --help                  this text\n"
                   "\n"
                   "exit status: 0 done, 1 a check failed, 2 usage error, 3 memd cannot be reached (not running),\n"
                   "4 the daemon refused or failed the call, 5 the profile could not be written\n");

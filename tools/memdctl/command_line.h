@@ -15,7 +15,7 @@ namespace memd::memdctl {
 enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile };
 
 struct CommandLine {
-  std::string socket;  // empty: memd::Client::default_socket()
+  std::string socket;  // empty: the default rule (region/options.h client_socket_path())
   bool json = false;
   std::chrono::milliseconds timeout{5000};
   bool help = false;  // --help: nothing else is looked at

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "client/daemon_client.h"
 #include "proto/grpc_status_name.h"
+#include "region/options.h"
 #include "tools/memdctl/command_line.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
 
-  const std::string socket = command_line->socket.empty() ? memd::Client::default_socket() : command_line->socket;
+  const std::string socket = command_line->socket.empty() ? memd::client::client_socket_path() : command_line->socket;
   if (int code = report_unreachable(socket); code != kExitOk) return code;
 
   DaemonCalls calls(socket, command_line->timeout);

@@ -1,0 +1,321 @@
+// A thread heap: the blocks one owner (a thread of some process) allocates
+// from, one list pair per size class (Vam's ordered per-size allocation), and
+// its large-object heap. Only its owner thread calls it, except where noted.
+//
+// The call tree of an allocation:
+//
+//   alloc(size)
+//     size <= medium_max: alloc_segregated(cls)      [inline, no lock]
+//       block_pop_free(cur)                           its free list
+//       alloc_slow(cls)                               [out of line]
+//         block_pop(cur)                              its bump space
+//         take_pending()                              remote frees others told us of
+//         collect cur's remote list; else cur -> full list; next available
+//         source.acquire()                            adopt, else a fresh block
+//     size <= large_max: large_.alloc()               best fit in large blocks
+//     else: a run this thread freed of a similar size, else source.acquire_huge()
+//
+//   free(p)
+//     try_free_local(p)                               [inline, no call]
+//       page descriptor of p -> kind, class, block    [one load]
+//       ours, block stays on its list: block_push_local
+//     free_slow(p)                                    [out of line]
+//       block was full / becomes empty -> after_local_free
+//       another owner's block: block_free_remote + notify_owner   [lock-free]
+//       large: free_big (the owner's unsampled chunk: quick cache)
+//       huge: free_huge_object (a run up to 1 MiB: this thread's huge cache)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heap/block.h"
+#include "heap/block_source.h"
+#include "heap/heap_counters.h"
+#include "heap/large_heap.h"
+#include "heap/layout.h"
+#include "heap/remote_free.h"
+#include "heap/sampling.h"
+#include "heap/size_class.h"
+
+namespace memd::heap {
+
+enum class FreeStatus : uint8_t { kOk, kInvalid, kDoubleFree };
+
+// Where a pointer lives, from its page descriptor.
+struct PointerInfo {
+  PageKind kind = PageKind::kUncommitted;
+  PageIndex block = kNoPage;
+  uint32_t cls = 0;
+  uint32_t in_block = 0;  // byte offset of p from the block start
+};
+
+class ThreadHeap {
+ public:
+  // REQUIRES: `id` is a fresh owner id whose pending stack is open. A heap
+  // may be initialized again for a new owner once the last one abandoned it
+  // (a pool reuses one per owner slot): everything is reset but the
+  // telemetry counts, which stay cumulative across the owners it served.
+  void init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id);
+  // Adds this heap's telemetry counts to `out`. Any thread may call it at
+  // any time, once the heap is constructed.
+  void add_counters(CounterSnapshot* out) const;
+
+  OwnerId id() const { return id_; }
+  const Region& region() const { return region_; }
+
+  // Any size; nullptr with errno ENOMEM when memory runs out.
+  __attribute__((always_inline)) inline void* alloc(size_t size) {
+    if (__builtin_expect((sample_countdown_ -= static_cast<int64_t>(size)) < 0, 0)) {
+      return alloc_sampled(size, 0, nullptr);
+    }
+    if (__builtin_expect(size <= medium_max_, 1)) {
+      return alloc_segregated(SizeClasses::class_of(size));
+    }
+    return alloc_big(size, 0, nullptr);
+  }
+  // The fast path takes from the current block's free list only; a fresh
+  // block's bump space is the slow path's first resort. One path to the
+  // count keeps the compiler from merging the two paths' tails, which costs
+  // the common one instructions.
+  __attribute__((always_inline)) inline void* alloc_segregated(uint32_t cls) {
+    ClassList& cl = class_list(cls);
+    BlockDesc& b = *cl.cur;
+    uint32_t head = b.free_head;  // read once: the count's asm would make the compiler read it again
+    if (__builtin_expect(head != 0, 1)) {
+      count_one(cl.counts.allocs);
+      return block_pop_free(b, cl.cur_base, head);
+    }
+    return alloc_slow(cls);
+  }
+  // Zero-filled; skips the memset for memory known to be fresh.
+  void* alloc_zeroed(size_t size);
+  // `align` a power of two; any size.
+  void* alloc_aligned(size_t size, size_t align);
+
+  // The common free, inline and with no call: a valid object of one of our
+  // own segregated blocks whose block neither leaves the full list nor
+  // empties. Returns false, having changed nothing, for anything else
+  // (call free_slow with `*page_desc`, the packed descriptor of p's page
+  // this read). REQUIRES: region().contains(p).
+  __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
+    *page_desc = page_descs_[(static_cast<char*>(p) - data_) >> kPageShift].load(std::memory_order_acquire);
+    PageDesc d = PageDesc::unpack(*page_desc);
+    if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
+    SegregatedFree f = segregated_free(p, d);
+    BlockDesc& b = *f.block;
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
+                             owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
+                             f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
+                         0)) {
+      return false;
+    }
+    // Counted before the push: the class list's address is still in a
+    // register (after, the compiler computes it again).
+    count_one(f.cl->counts.frees);
+    block_push_local(b, f.obj, f.in_block, f.tag);
+    return true;
+  }
+
+  // Any free. REQUIRES: region().contains(p).
+  __attribute__((always_inline)) inline FreeStatus free(void* p) {
+    uint64_t page_desc;
+    if (__builtin_expect(try_free_local(p, &page_desc), 1)) return FreeStatus::kOk;
+    return free_slow(p, page_desc);
+  }
+  // free past try_free_local: bad pointers, remote frees, blocks that change
+  // lists, large and huge objects.
+  FreeStatus free_slow(void* p, uint64_t page_desc);
+
+  // Whether p is the start of a live object (what free would accept).
+  // Owner-independent; REQUIRES: region().contains(p).
+  FreeStatus validate(const void* p) const;
+
+  // Resizes the live object at p without moving it, when its class or the
+  // free space after it allows. Returns whether it did.
+  bool resize_in_place(void* p, size_t size);
+
+  // Resizes in place, else moves (copying the contents). nullptr (and p
+  // untouched) on failure. REQUIRES: validate(p) == kOk.
+  void* realloc(void* p, size_t size);
+  // realloc's copy of `bytes` from `from` to `to`: huge to huge by moving
+  // the pages where the source can (anonymous memory), leaving `from`
+  // reading as zero; else memcpy.
+  void move_or_copy(void* to, void* from, size_t bytes);
+
+  // Payload bytes of the object at p (a live object of this region).
+  size_t usable_size(void* p) const;
+
+  // Where p lives, from its page descriptor. REQUIRES: region().contains(p).
+  inline PointerInfo locate(const void* p) const {
+    Offset off = region_.offset_of(p);
+    PageDesc d = region_.page(PageIndex{static_cast<uint32_t>(off >> kPageShift)});
+    return {d.kind, PageIndex{d.block}, d.cls,
+            static_cast<uint32_t>(off - (Offset{d.block} << kPageShift))};
+  }
+
+  // Takes the remote frees others told us of (cheap when there are none).
+  void take_pending();
+  // Collects every remote free, releases every empty block (compaction).
+  void release_empty();
+  // Thread exit: collects what it can, releases empty blocks and abandons the
+  // rest for others to adopt. The heap is unusable afterwards.
+  void abandon_all();
+  // Forgets every block without touching them (the region was cleared).
+  void reset();
+  // Never keep a freed huge run for reuse: for a heap used by many threads
+  // at once (the arena's stranger).
+  void disable_huge_cache() { huge_cache_allowed_ = false; }
+  // The owner id a huge free or resize claims its run with (this heap's own
+  // id unless set): the stranger of a leasing process claims with the
+  // process's stash id, an owner slot the region's owner knows it holds.
+  void set_claim_id(OwnerId id) { claim_id_ = id; }
+
+ private:
+  // A doubly linked list of blocks through BlockDesc::prev/next.
+  struct BlockList {
+    PageIndex head = kNoPage;
+    PageIndex tail = kNoPage;
+  };
+
+  // One cache line per class: the current block and what free needs of the
+  // class (copied from SizeClasses, so the fast paths chase no pointer).
+  struct alignas(64) ClassList {
+    BlockDesc* cur;       // head of the available list, or the empty sentinel
+    char* cur_base;
+    uint32_t size;
+    uint32_t end;         // in-block offset past the last object
+    uint32_t reciprocal;  // see SizeClasses::object_index
+    uint32_t empty_kept;  // empty blocks kept on the available list
+    BlockList avail;      // blocks with room; the head is `cur`
+    BlockList full;       // blocks with no room
+    ClassCount counts;    // telemetry; cumulative, never reset by init
+  };
+  static_assert(sizeof(ClassList) == 64);
+
+  // The fast paths' way to a class list: its address in a register, which
+  // every field (the count's asm included) is addressed from. Indexed
+  // directly, GCC rebuilds the address from the class for the asm operand,
+  // which costs the counted build instructions the uncounted one lacks.
+  __attribute__((always_inline)) ClassList& class_list(uint32_t cls) {
+    ClassList* cl = &lists_[cls];
+    asm("" : "+r"(cl));
+    return *cl;
+  }
+
+  // What both free paths compute of a segregated object at p.
+  struct SegregatedFree {
+    ClassList* cl;
+    BlockDesc* block;
+    char* obj;
+    uint32_t in_block;  // byte offset of p from the block start
+    uint64_t tag;       // the tag a freed object at p carries
+    bool object_start;  // p is an object's start within the class's objects
+  };
+  __attribute__((always_inline)) SegregatedFree segregated_free(void* p, PageDesc d) {
+    Offset off = static_cast<char*>(p) - data_;
+    ClassList& cl = class_list(d.cls);
+    uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
+    uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
+    return {&cl, &blocks_[d.block], static_cast<char*>(p), in_block, free_tag(secret_, off),
+            idx * cl.size == in_block && in_block < cl.end};
+  }
+
+  void* alloc_slow(uint32_t cls);
+  // The countdown passed zero: a sampled allocation, or not (with sampling
+  // off, a look at whether it was turned on: see end_sample_countdown).
+  void* alloc_sampled(size_t size, size_t align, bool* zeroed);
+  // The sampled allocation itself, out of line: with sampling off,
+  // alloc_sampled runs every kSamplingProbeBytes, and stays short.
+  __attribute__((noinline)) void* alloc_sample(size_t size, size_t align, bool* zeroed);
+  // Any size at any alignment (0: none) without a look at the countdown:
+  // the allocation every path falls back to when it does not sample.
+  void* alloc_unsampled(size_t size, size_t align, bool* zeroed);
+  // Large and huge objects. alloc_big and free_big are the common cases (a
+  // quick-cached chunk; the owner's free of an unsampled chunk), the rest
+  // is out of line.
+  void* alloc_big(size_t size, size_t align, bool* zeroed);
+  void* alloc_large(size_t size, size_t align, bool* zeroed);
+  void* alloc_huge(size_t size, size_t align, bool* zeroed);
+  // Zeroes a new object whose memory was not fresh.
+  void zero_new(void* p, size_t size);
+  FreeStatus free_big(void* p, uint64_t page_desc);  // the packed PageDesc of p's page
+  FreeStatus free_big_slow(void* p, const PointerInfo& at);  // not a huge page
+  FreeStatus free_big_uncounted(void* p, const PointerInfo& at);
+  FreeStatus free_huge_object(void* p, uint64_t page_desc);  // any free of a huge page
+  FreeStatus free_huge(PageIndex run);          // the run's start, freed and not counted
+  void after_local_free(BlockDesc& b);
+  void handle_empty(ClassList& cl, BlockDesc& b);
+  void handle_pending_block(PageIndex block);
+  void handle_empty_large(PageIndex block);
+
+  void list_push_front(BlockList* list, PageIndex p);
+  void list_push_back(BlockList* list, PageIndex p);
+  void list_remove(BlockList* list, PageIndex p);
+  void unfull(ClassList& cl, PageIndex p);
+  void refresh_cur(ClassList& cl);
+  void disown_blocking(BlockDesc& b);
+  void retire_block(PageIndex p, bool empty);
+  void release_huge_cache();
+
+  // calloc of a reused huge run at least this big zeroes it by discarding
+  // its pages (BlockSource::zero_huge) rather than writing zeros: below it,
+  // writing costs less than a system call and the faults that follow.
+  static constexpr size_t kZeroByDiscardBytes = size_t{1} << 20;
+  // Freed huge runs of up to this many pages may be kept by the thread that
+  // freed them (bigger ones go back to the page heap, whose dirty cache
+  // learns from refaults), at most kHugeCacheSlots of them.
+  static constexpr uint32_t kHugeCachePages = 256;
+  static constexpr uint32_t kHugeCacheSlots = 8;
+  // The cache holds at most the pages of the cacheable huge runs this thread
+  // allocated in its last window of this many (or in the window under way,
+  // if more), and never less than kHugeCachePages: sized by recent demand.
+  static constexpr uint32_t kHugeDemandWindow = 32;
+
+  // The freed huge runs this thread keeps (owner word: ours), oldest first.
+  struct HugeCache {
+    PageIndex runs[kHugeCacheSlots];
+    uint32_t count = 0;
+    uint32_t pages = 0;          // held in all
+    uint32_t window_allocs = 0;  // cacheable huge allocations in the window under way
+    uint32_t window_pages = 0;   // and their pages
+    uint32_t demand_pages = 0;   // pages of the last full window
+    uint32_t cap() const {
+      uint32_t d = demand_pages > window_pages ? demand_pages : window_pages;
+      return d > kHugeCachePages ? d : kHugeCachePages;
+    }
+  };
+  // A kept run of `pages` (to pages + pages/4: a similar size is reused as
+  // it is) placed at `align_pages`, taken out of the cache; kNoPage if none.
+  PageIndex huge_cache_take(PageCount pages, PageCount align_pages);
+  // Keeps a freed run (claimed with our id), evicting the oldest past the cap.
+  void huge_cache_put(PageIndex run);
+  void huge_cache_note_alloc(PageCount pages);
+
+  // Hot copies of region and class facts.
+  int64_t sample_countdown_ = kSamplingProbeBytes;  // bytes to the end of the countdown
+  char* data_ = nullptr;
+  PackedPageDesc* page_descs_ = nullptr;
+  BlockDesc* blocks_ = nullptr;
+  uint32_t medium_max_ = 0;
+  uint32_t large_max_ = 0;
+
+  Region region_{};
+  const SizeClasses* classes_ = nullptr;
+  BlockSource* source_ = nullptr;
+  OwnerId id_ = kNoOwner;
+  OwnerId claim_id_ = kNoOwner;  // see set_claim_id
+  const OwnerSlot* my_slot_ = nullptr;
+  uint64_t secret_ = 0;
+  uint32_t empty_blocks_per_class_ = 1;
+  PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
+  HugeCache huge_cache_;
+  uint32_t huge_cache_slots_ = kHugeCacheSlots;  // the source's huge_runs_kept
+  bool huge_cache_allowed_ = true;
+  SampleDraws sample_draws_;
+  ClassList lists_[kMaxSegregatedClasses];
+  LargeHeap large_;
+  HeapCounters counters_;  // cumulative, never reset by init
+};
+
+}  // namespace memd::heap

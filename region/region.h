@@ -1,0 +1,317 @@
+// memd::Region, a heap in shared or persistent memory: Vmalloc's region
+// (a discipline that says where memory comes from, a method that says how it
+// is managed) with the Vam heap inside, mapped by several processes at once.
+//
+// One process opens a region as its *owner*: it alone writes page-level
+// metadata (page descriptors, free page runs, the lease table) and leases
+// blocks to clients. Every process, the owner included, allocates from the
+// blocks leased to it without locks and frees any object of the region. A
+// client process attaches through the owner's lease channel (a Unix socket
+// here; the daemon's gRPC service later). A client killed at any instant
+// leaves its blocks abandoned, never corrupt: the owner reclaims or hands them
+// to the next client.
+//
+// Data-plane calls (alloc, free, resize) report failure as nullptr and errno;
+// everything else returns absl::Status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "heap/heap_counters.h"
+#include "heap/inspect.h"
+#include "heap/params.h"
+
+namespace memd {
+
+namespace detail {
+// A name for T that is the same in every function that asks (the hash of a
+// root's type must not depend on which template asked).
+template <class T>
+constexpr const char* type_name() { return __PRETTY_FUNCTION__; }
+}  // namespace detail
+
+// Where a region's memory comes from.
+enum class Discipline : uint32_t {
+  kShm = 1,   // a POSIX shared memory object: shared, gone at reboot
+  kFile = 2,  // a mapped file: shared and persistent
+  kPmem = 3,  // a file mapped through PMDK libpmem (DAX or a regular file system)
+};
+
+// How the region's memory is managed. `best` is the Vam heap.
+enum class Method : uint32_t { kBest = 1 };
+
+// The only place a number becomes a Discipline or a Method (a number from
+// the wire, the C API or the daemon's catalog, whose enums are pinned to
+// these by static_asserts: proto/wire_enums.h, c_region_api.cc). Zero is
+// "unspecified" (Discipline{}, Method{}); a number that names none is nullopt.
+std::optional<Discipline> discipline_from_number(uint64_t n);
+std::optional<Method> method_from_number(uint64_t n);
+
+// Vmalloc's exception events, delivered to the region's handler.
+enum class RegionEvent : uint32_t {
+  kNoMemory = 1,    // the backing store is full or the reservation is used up
+  kBadAddress = 2,  // a pointer that is not a live object of the region was freed
+  kOpen = 3,        // the region was mapped
+  kClose = 4,       // the region is being unmapped
+};
+// Called on the data path: it must not call back into the region.
+using RegionEventHandler = void (*)(void* context, RegionEvent event, const void* address,
+                                    const char* what);
+
+struct RegionOptions {
+  Discipline discipline = Discipline::kShm;
+  Method method = Method::kBest;
+  // Fixed at creation: the address space every process reserves and the
+  // largest the backing may grow to. Backing is allocated as pages are used.
+  size_t max_bytes = size_t{1} << 30;
+  uint32_t max_threads = 1024;  // thread heaps of all processes at once
+  uint32_t max_clients = 64;    // processes attached at once
+  uint32_t max_roots = 256;     // named roots
+  mode_t mode = 0600;           // permissions of a created object
+  // Whether the owner allocates in the region itself. An owner that only
+  // serves leases to other processes (the daemon) says false: it then maps
+  // no thread heaps and takes no slot of the process's heap table, so it
+  // may own as many regions as it likes; alloc on it fails with EPERM.
+  bool owner_allocates = true;
+  heap::HeapParams params;
+  // Exception events from the start (kOpen included); set_event_handler
+  // changes it later.
+  RegionEventHandler event_handler = nullptr;
+  void* event_context = nullptr;
+};
+
+// A named root, as listed.
+struct RootInfo {
+  std::string name;
+  uint64_t offset = 0;  // of the object, from the start of the data pages
+  uint64_t size = 0;    // bytes requested at construction
+  uint64_t type = 0;    // a hash of the type name given at construction
+};
+
+class RegionImpl;
+namespace client {
+class LeaseChannel;
+class LeaseService;
+struct ClientLease;
+}  // namespace client
+
+class Region {
+ public:
+  // Creates a new region named `name` (a shm object name: letters, digits,
+  // '.', '_', '-'; or a file path) and opens it as its owner. ALREADY_EXISTS
+  // if it exists.
+  static absl::StatusOr<std::unique_ptr<Region>> create(std::string_view name,
+                                                        const RegionOptions& options);
+  // Opens an existing region as its owner: validates its format and, if the
+  // last owner did not close it cleanly, recovers it (everything derived is
+  // rebuilt; objects in flight at the crash may leak, nothing else).
+  // `method` must be the one the region was created with.
+  static absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, Discipline discipline,
+                                                      Method method = Method::kBest);
+  // A lease of a client process that outlived the region's previous owner.
+  struct KeptLease {
+    uint32_t slot = 0;
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+  };
+  // Like open(), for an owner that serves clients which may outlive it (the
+  // daemon): clients of the previous owner that still run keep their lease
+  // slots and blocks untouched, to resume them with this owner; `kept`
+  // lists them. The caller must reclaim each one whose process later exits
+  // without resuming (lease_service()->client_gone). The owner only serves
+  // leases (RegionOptions::owner_allocates false).
+  static absl::StatusOr<std::unique_ptr<Region>> open_keeping_clients(std::string_view name, Discipline discipline,
+                                                                      Method method, std::vector<KeptLease>* kept);
+  // Attaches to a region through a lease channel already registered with
+  // its owner (the daemon client does this after the owner said where the
+  // region lives). `object` is the name or path the owner gave.
+  static absl::StatusOr<std::unique_ptr<Region>> attach_leased(std::string_view object, Discipline discipline,
+                                                               Method method,
+                                                               std::unique_ptr<client::LeaseChannel> channel,
+                                                               const client::ClientLease& lease);
+  // Attaches to a region whose owner serves leases on `owner_socket`.
+  // `read_only`: map without write access; alloc and free then fail (EROFS).
+  static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
+                                                        std::string_view owner_socket,
+                                                        bool read_only = false, Method method = Method::kBest);
+  // Deletes a region's backing object. The region must not be open.
+  static absl::Status remove(std::string_view name, Discipline discipline);
+
+  ~Region();  // closes: the owner marks a clean close; a client gives its blocks back
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  // Owner only: accepts clients on a Unix socket at `path` (a thread of this
+  // process answers them). A client whose connection drops is dead: its
+  // blocks are reclaimed.
+  absl::Status serve(std::string_view path);
+
+  void* alloc(size_t size) noexcept;
+  void* alloc_aligned(size_t size, size_t align) noexcept;
+  void* alloc_zeroed(size_t size) noexcept;
+  // A pointer that is not a live object of this region gets a kBadAddress
+  // event and a report, and is ignored.
+  void free(void* p) noexcept;
+  void* resize(void* p, size_t size) noexcept;
+  size_t size(const void* p) const;  // usable size of a live object, 0 if not one
+
+  // Position independence: offsets are the same in every process.
+  uint64_t offset_of(const void* p) const;
+  void* at(uint64_t offset) const;
+  bool contains(const void* p) const;
+  char* base() const;
+  // Whether this process mapped the region at the address its creator did
+  // (node-based libstdc++ containers need that; offset_ptr does not).
+  bool at_preferred_address() const;
+
+  // Named roots. find_or_construct is atomic across processes: exactly one
+  // caller constructs, every caller gets the same object. It returns
+  // nullptr and errno on failure: EINVAL (a bad name, or a root of another
+  // type), EROFS (attached read-only), ENOSPC (every root slot taken),
+  // ENOMEM, and ETIMEDOUT: the roots lock, which it holds while the
+  // constructor runs and which every process's root calls share, has been
+  // held by another process for longer than MEMD_ROOTS_LOCK_TIMEOUT_MS
+  // (default 10 s; a process stopped inside a constructor keeps it), which
+  // is also reported on stderr naming the region.
+  template <class T, class... Args>
+  T* find_or_construct(std::string_view name, Args&&... args);
+  template <class T>
+  T* find(std::string_view name) const;  // takes no lock
+  // Destroys the object and frees it; false if there is no such root
+  // (errno ENOENT) or it cannot be had (errno as for find_or_construct).
+  template <class T>
+  bool destroy(std::string_view name);
+  std::vector<RootInfo> list() const;
+  // Roots of plain bytes (the C API's): found, or made as `size` zeroed
+  // bytes (*created tells). Another type under the name: nullptr, EINVAL;
+  // other failures as for find_or_construct (ETIMEDOUT included).
+  void* root_bytes(std::string_view name, size_t size, bool* created);
+  void* find_bytes(std::string_view name) const;
+
+  // Makes [p, p + n) durable (msync or a cache flush, by discipline).
+  absl::Status persist(const void* p, size_t n);
+  // Makes the whole region durable, metadata included.
+  absl::Status checkpoint();
+
+  // Gives free memory back: the calling thread's empty blocks, this
+  // process's spare blocks, and (owner) every empty page, punched out of the
+  // backing object so that its resident and on-disk size follow live data.
+  void compact();
+
+  // Verifies every invariant of the region (every page, block and list).
+  // Exact while no other thread or process allocates.
+  absl::Status check();
+  // Owner only: what stays exact while clients allocate: every page
+  // descriptor, free run and count, and the inside of every block no thread
+  // owns now; *skipped counts the owned blocks whose inside was left out.
+  absl::Status check_while_in_use(uint32_t* skipped);
+  heap::RegionStats stat();
+  // Whether the region's object still backs its whole mapping (DATA_LOSS if
+  // it was truncated, or a page fault found no backing). A region that fails
+  // this must not be used any more: see disciplines/fault_guard.h.
+  absl::Status backing_status() const;
+  // For a region whose backing failed: closing it then touches none of its
+  // memory (no clean close is marked, so the next open recovers it).
+  void mark_damaged();
+  // What this process's thread heaps did here (telemetry), cumulative.
+  heap::CounterSnapshot counters() const;
+
+  void set_event_handler(RegionEventHandler handler, void* context);
+
+  // Owner only: the service that answers client processes' lease requests.
+  client::LeaseService* lease_service() const;
+
+  bool is_owner() const;
+  bool read_only() const;
+  Discipline discipline() const;
+  Method method() const;
+  uint64_t generation() const;  // owner opens since creation
+
+  // What a serving owner (the daemon) reads of its region, so that it needs
+  // none of the region's internals (region/region_owner_facts.cc).
+  struct HeaderFacts {
+    uint64_t generation = 0;      // owner opens since creation
+    uint64_t recoveries = 0;      // opens that found an unclean close
+    uint64_t leaked_objects = 0;  // objects lost to crashes, as recovery counted them
+    uint32_t max_clients = 0;     // lease slots
+    uint32_t max_pages = 0;       // data pages the reservation can hold
+    uint64_t committed_bytes = 0; // data pages backed now
+  };
+  HeaderFacts header_facts() const;
+  // One client process's lease slot, as the owner keeps it.
+  struct LeaseSlotFacts {
+    bool active = false;       // a process holds blocks under the slot
+    pid_t pid = 0;             // and its identity: pid and start time
+    uint64_t start_time = 0;
+    uint64_t lease_calls = 0;  // lease requests served under the slot
+    uint32_t stash_owner = 0;  // the owner id of the client's spare blocks
+  };
+  // REQUIRES: slot < header_facts().max_clients.
+  LeaseSlotFacts lease_slot(uint32_t slot) const;
+  // Bytes of the committed data pages in memory now (mincore).
+  uint64_t resident_bytes() const;
+  // Whether a live object starts `offset` bytes into the data pages (false
+  // for anything else, an offset past the committed pages included).
+  bool object_starts_at(uint64_t offset) const;
+  // Owner only: blocks of dead owners no thread has adopted yet.
+  uint64_t abandoned_blocks() const;
+
+
+ private:
+  friend struct RegionInternals;  // region/region_internals.h: libmemd's own code and tests
+  explicit Region(std::unique_ptr<RegionImpl> impl);
+  // Root primitives behind the templates. construct_root returns the object
+  // and whether the caller must construct it (then finish_root publishes it).
+  void* find_root(std::string_view name, uint64_t type) const;
+  std::pair<void*, bool> reserve_root(std::string_view name, size_t size, size_t align, uint64_t type);
+  void publish_root(std::string_view name, bool constructed);
+  void* take_root(std::string_view name, uint64_t type);
+  static uint64_t type_hash(const char* name);
+
+  std::unique_ptr<RegionImpl> impl_;
+};
+
+template <class T, class... Args>
+T* Region::find_or_construct(std::string_view name, Args&&... args) {
+  uint64_t type = type_hash(detail::type_name<T>());
+  auto [mem, construct] = reserve_root(name, sizeof(T), alignof(T), type);
+  if (mem == nullptr || !construct) return static_cast<T*>(mem);
+  struct Unpublish {  // a throwing constructor leaves no half-made root
+    Region* region;
+    std::string_view name;
+    bool done = false;
+    ~Unpublish() { if (!done) region->publish_root(name, false); }
+  } guard{this, name};
+  T* obj = new (mem) T(std::forward<Args>(args)...);
+  guard.done = true;
+  publish_root(name, true);
+  return obj;
+}
+
+template <class T>
+T* Region::find(std::string_view name) const {
+  return static_cast<T*>(find_root(name, type_hash(detail::type_name<T>())));
+}
+
+template <class T>
+bool Region::destroy(std::string_view name) {
+  T* obj = static_cast<T*>(take_root(name, type_hash(detail::type_name<T>())));
+  if (obj == nullptr) return false;
+  obj->~T();
+  free(obj);
+  return true;
+}
+
+}  // namespace memd

@@ -1,0 +1,227 @@
+// memd::Region's calls once it is open: allocation, offsets, durability,
+// checks (region.cc opens and closes regions, region_roots.cc has roots).
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "region/diag.h"
+#include "region/region.h"
+#include "region/region_impl.h"
+#include "heap/inspect.h"
+
+namespace memd {
+
+// --- data plane ---
+
+void* Region::alloc(size_t size) noexcept {
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::ThreadHeap* h = impl_->thread_heap();
+  void* p = h ? h->alloc(size) : nullptr;
+  if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  return p;
+}
+
+void* Region::alloc_aligned(size_t size, size_t align) noexcept {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::ThreadHeap* h = impl_->thread_heap();
+  return h ? h->alloc_aligned(size, align) : nullptr;
+}
+
+void* Region::alloc_zeroed(size_t size) noexcept {
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  heap::ThreadHeap* h = impl_->thread_heap();
+  return h ? h->alloc_zeroed(size) : nullptr;
+}
+
+void Region::free(void* p) noexcept {
+  if (p == nullptr) return;
+  if (impl_->read_only) {
+    errno = EROFS;
+    return;
+  }
+  if (!impl_->registered) {
+    errno = EPERM;
+    return;
+  }
+  if (!contains(p)) {
+    impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
+    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Region::free", p,
+                              __builtin_return_address(0));
+    return;
+  }
+  heap::FreeStatus s = client::thread_heap_or_stranger(impl_->handle)->free(p);
+  if (s != heap::FreeStatus::kOk) {
+    impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
+    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
+                                                                 : client::HeapError::kInvalidPointer,
+                              "memd::Region::free", p, __builtin_return_address(0));
+  }
+}
+
+void* Region::resize(void* p, size_t size) noexcept {
+  if (p == nullptr) return alloc(size);
+  if (size == 0) {
+    free(p);
+    return nullptr;
+  }
+  heap::ThreadHeap* h = impl_->read_only ? nullptr : impl_->thread_heap();
+  if (h == nullptr) return nullptr;
+  if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
+    impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
+    errno = EINVAL;
+    return nullptr;
+  }
+  return h->realloc(p, size);
+}
+
+size_t Region::size(const void* p) const {
+  if (!contains(p) || !impl_->registered) return 0;
+  heap::ThreadHeap* h = client::thread_heap_or_stranger(impl_->handle);
+  return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
+}
+
+uint64_t Region::offset_of(const void* p) const { return impl_->region.offset_of(p); }
+void* Region::at(uint64_t offset) const { return impl_->region.data + offset; }
+bool Region::contains(const void* p) const { return impl_->region.contains(p); }
+char* Region::base() const { return impl_->region.base; }
+bool Region::at_preferred_address() const {
+  return reinterpret_cast<uintptr_t>(impl_->region.base) == impl_->region.header->preferred_base;
+}
+
+// --- durability, checks ---
+
+absl::Status Region::persist(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  if (c < impl_->region.base || n > impl_->source->reserved_bytes() ||
+      static_cast<size_t>(c - impl_->region.base) > impl_->source->reserved_bytes() - n) {
+    return absl::OutOfRangeError("persist of a range outside the region");
+  }
+  size_t off = static_cast<size_t>(c - impl_->region.base);
+  size_t lo = off & ~(heap::kPageSize - 1);
+  if (!impl_->source->persist(lo, off + n - lo)) {
+    return absl::InternalError(absl::StrCat("persist failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Region::checkpoint() {
+  if (!impl_->source->persist(0, impl_->source->reserved_bytes())) {
+    return absl::InternalError(absl::StrCat("checkpoint failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+void Region::compact() {
+  if (impl_->read_only || !impl_->registered) return;
+  if (heap::ThreadHeap* h = client::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
+    h->release_empty();
+  }
+  if (impl_->leased) impl_->leased->return_all();
+  if (impl_->pages) {
+    impl_->pages->sweep_abandoned();
+    impl_->pages->purge_all();
+  }
+}
+
+absl::Status Region::check() {
+  char message[256];
+  bool ok = impl_->pages ? impl_->pages->check(message, sizeof message) &&
+                               impl_->service->check(message, sizeof message)
+                         : heap::region_check(impl_->region, *impl_->classes, message, sizeof message);
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
+}
+
+absl::Status Region::check_while_in_use(uint32_t* skipped) {
+  if (!impl_->pages) return absl::FailedPreconditionError("only the region's owner checks it while in use");
+  char message[256];
+  if (impl_->pages->check(message, sizeof message, true, skipped) && impl_->service->check(message, sizeof message)) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat("region ", impl_->name, ": ", message));
+}
+
+heap::CounterSnapshot Region::counters() const {
+  heap::CounterSnapshot c;
+  impl_->pool.sum_counters(&c);
+  return c;
+}
+
+heap::RegionStats Region::stat() {
+  if (impl_->pages) return impl_->pages->stat();
+  return heap::region_stat(impl_->region, *impl_->classes);
+}
+
+namespace {
+// The header's fields fixed at creation (identity, geometry, classes,
+// parameters): everything before the lifecycle fields.
+size_t fixed_header_bytes(const heap::RegionHeader& h) {
+  return static_cast<size_t>(reinterpret_cast<const char*>(&h.generation) - reinterpret_cast<const char*>(&h));
+}
+}  // namespace
+
+void RegionImpl::keep_header_copy() {
+  const char* h = reinterpret_cast<const char*>(region.header);
+  header_copy.assign(h, h + fixed_header_bytes(*region.header));
+}
+
+absl::Status Region::backing_status() const {
+  if (absl::Status s = impl_->source->backing_status(); !s.ok()) return s;
+  const heap::RegionHeader& h = *impl_->region.header;
+  if (!impl_->header_copy.empty()) {
+    // Sizes and offsets of every table are read from here: changed under
+    // the owner, they would send it outside the mapping.
+    if (std::memcmp(&h, impl_->header_copy.data(), impl_->header_copy.size()) != 0) {
+      return absl::DataLossError(absl::StrCat(impl_->name, ": the region's header was overwritten"));
+    }
+    if (h.page_heap.committed_pages.load(std::memory_order_acquire) > h.max_pages) {
+      return absl::DataLossError(absl::StrCat(impl_->name, ": the header's count of committed pages was overwritten"));
+    }
+  }
+  return absl::OkStatus();
+}
+void Region::mark_damaged() { impl_->damaged = true; }
+
+void Region::set_event_handler(RegionEventHandler handler, void* context) {
+  impl_->handler = handler;
+  impl_->handler_context = context;
+}
+
+std::optional<Discipline> discipline_from_number(uint64_t n) {
+  switch (n) {
+    case 0: return Discipline{};
+    case static_cast<uint32_t>(Discipline::kShm): return Discipline::kShm;
+    case static_cast<uint32_t>(Discipline::kFile): return Discipline::kFile;
+    case static_cast<uint32_t>(Discipline::kPmem): return Discipline::kPmem;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Method> method_from_number(uint64_t n) {
+  switch (n) {
+    case 0: return Method{};
+    case static_cast<uint32_t>(Method::kBest): return Method::kBest;
+    default: return std::nullopt;
+  }
+}
+
+bool Region::is_owner() const { return impl_->owner(); }
+bool Region::read_only() const { return impl_->read_only; }
+Discipline Region::discipline() const { return impl_->discipline; }
+Method Region::method() const { return static_cast<Method>(impl_->region.header->method); }
+uint64_t Region::generation() const { return impl_->region.header->generation.load(); }
+
+}  // namespace memd

@@ -1,0 +1,79 @@
+// What a memd::Region is made of in one process. The owner runs the page
+// heap (PageHeapOwner) and serves leases; a client leases blocks through a
+// channel (LeasedBlocks). Both allocate through a pool of thread heaps
+// registered with the thread-heap registry, like a private heap.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "region/leased_blocks.h"
+#include "region/lease_service.h"
+#include "region/lease_socket.h"
+#include "region/thread_heap_pool.h"
+#include "region/page_heap_owner.h"
+#include "region/region.h"
+#include "region/thread_heaps.h"
+#include "disciplines/shared_source.h"
+#include "heap/layout.h"
+#include "heap/size_class.h"
+
+namespace memd {
+
+class RegionImpl {
+ public:
+  std::string name;
+  Discipline discipline = Discipline::kShm;
+  std::unique_ptr<disciplines::SharedSource> source;
+  heap::Region region{};
+  std::unique_ptr<heap::SizeClasses> classes;
+  bool read_only = false;
+  bool damaged = false;  // its backing failed: closing touches none of its memory
+  // Owner: the header's fixed part as it was when this process took the
+  // region over (every process of the region can write the header).
+  std::vector<char> header_copy;
+
+  // Owner side (set iff this process owns the region).
+  std::unique_ptr<client::PageHeapOwner> pages;
+  std::unique_ptr<client::LeaseService> service;
+  std::unique_ptr<client::SocketLeaseServer> server;
+  // Client side.
+  std::unique_ptr<client::LeaseChannel> channel;
+  std::unique_ptr<client::LeasedBlocks> leased;
+  client::ClientLease lease{};
+
+  client::ThreadHeapPool pool;
+  client::ArenaHandle handle{};
+  bool registered = false;
+
+  RegionEventHandler handler = nullptr;
+  void* handler_context = nullptr;
+
+  bool owner() const { return pages != nullptr; }
+  // This thread's heap of the region; nullptr and EPERM for an owner that
+  // only serves leases (it has none).
+  heap::ThreadHeap* thread_heap() {
+    if (!registered) {
+      errno = EPERM;
+      return nullptr;
+    }
+    return client::thread_heap(handle);
+  }
+  void event(RegionEvent e, const void* address, const char* what) const {
+    if (handler != nullptr) handler(handler_context, e, address, what);
+  }
+  void keep_header_copy();
+  // At an owner's open: roots a dead process left half constructed are
+  // dropped (their objects leak, their names are free again); a root a live
+  // client is constructing now is left for it to publish. `clients_alive`:
+  // a client of the previous owner still runs (only such a process can hold
+  // the roots lock: constructing needs a lease).
+  void settle_roots(bool clients_alive);
+  // Gives back what this process holds: its thread heaps' blocks, its stash.
+  void detach_all();
+};
+
+}  // namespace memd

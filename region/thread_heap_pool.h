@@ -1,0 +1,74 @@
+// The thread heaps of one process over one region, one per owner slot the
+// process holds. Owner slots live in the region and are claimed by CAS, so
+// several processes can draw thread heaps from one shared region; the heaps
+// themselves live in this process's memory, mapped lazily.
+//
+// Data-plane code: no exceptions, no malloc.
+#pragma once
+
+#include <cstddef>
+#include <atomic>
+#include <cstdint>
+
+#include "region/thread_heap_host.h"
+#include "heap/block_source.h"
+#include "heap/heap_counters.h"
+#include "heap/layout.h"
+#include "heap/thread_heap.h"
+#include "heap/size_class.h"
+
+namespace memd::client {
+
+class ThreadHeapPool final : public ThreadHeapHost {
+ public:
+  ThreadHeapPool() = default;
+  ThreadHeapPool(const ThreadHeapPool&) = delete;
+  ThreadHeapPool& operator=(const ThreadHeapPool&) = delete;
+  ~ThreadHeapPool() override;
+
+  // `holder` tags the slots this process claims (see OwnerSlot::in_use).
+  // False with errno on failure.
+  bool init(const heap::Region& r, const heap::SizeClasses* classes, heap::BlockSource* source,
+            uint32_t holder);
+
+  heap::ThreadHeap* attach_thread() override;
+  void detach_thread(heap::ThreadHeap* heap) override;
+  heap::ThreadHeap* stranger() const override { return stranger_; }
+
+  // Calls f(heap) for every thread heap this process has attached.
+  template <class F>
+  void for_each_attached(F f) {
+    for (uint32_t slot = 0; slot < max_slots_; ++slot) {
+      if (region_.slots[slot].in_use.load(std::memory_order_acquire) == holder_ && heaps_[slot].id() != 0) {
+        f(heaps_[slot]);
+      }
+    }
+  }
+
+  uint32_t holder() const { return holder_; }
+
+  // Adds up the telemetry counters of every thread heap this process has
+  // had here (cumulative: a slot's heap and its counts outlive its threads).
+  void sum_counters(heap::CounterSnapshot* out) const;
+
+ private:
+  heap::Region region_{};
+  const heap::SizeClasses* classes_ = nullptr;
+  heap::BlockSource* source_ = nullptr;
+  heap::ThreadHeap* heaps_ = nullptr;  // one per owner slot, +1 for the stranger
+  heap::ThreadHeap* stranger_ = nullptr;
+  // A bit per owner slot whose heap is constructed (once: a thread that
+  // takes the slot later initializes the same heap again, so its counts
+  // stay cumulative). Set with release after the construction, so a
+  // reporter thread that sees it may read the heap's counts.
+  std::atomic<uint64_t> built_[heap::kMaxOwnerSlots / 64] = {};
+  std::atomic<uint32_t> slots_used_{0};  // slots below this have been built
+  size_t heaps_bytes_ = 0;
+  uint32_t max_slots_ = 0;
+  uint32_t holder_ = 0;
+};
+
+// Owner generations stay below the all-ones value, which is the stranger's.
+inline constexpr uint32_t kMaxOwnerGeneration = (1u << (31 - heap::kOwnerSlotBits)) - 2;
+
+}  // namespace memd::client

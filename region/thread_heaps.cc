@@ -1,0 +1,97 @@
+#include "region/thread_heaps.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+
+namespace memd::client {
+
+__thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+struct Registry {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  ThreadHeapHost* hosts[kMaxArenas] = {};
+  std::atomic<uint32_t> generation[kMaxArenas] = {};
+  uint32_t next_generation = 1;
+  pthread_key_t exit_key = 0;
+  pthread_once_t key_once = PTHREAD_ONCE_INIT;
+};
+
+// Constant-initialized, so it is usable before any constructor runs (the
+// malloc shim is called from the loader and from other libraries' constructors).
+constinit Registry registry;
+
+void detach_all_at_exit(void*) {
+  for (uint32_t id = 0; id < kMaxArenas; ++id) {
+    ThreadHeapEntry& e = tl_thread_heaps[id];
+    if (e.heap == nullptr) continue;
+    heap::ThreadHeap* h = e.heap;
+    bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
+    e.generation = 0;
+    e.heap = nullptr;
+    if (live) registry.hosts[id]->detach_thread(h);
+  }
+}
+
+void create_exit_key() { pthread_key_create(&registry.exit_key, detach_all_at_exit); }
+
+}  // namespace
+
+namespace {
+
+bool register_any(ThreadHeapHost* host, Arena* arena, ArenaHandle* out, bool process) {
+  pthread_once(&registry.key_once, create_exit_key);
+  pthread_mutex_lock(&registry.lock);
+  for (uint32_t id = process ? kProcessArenaId : 1; id < (process ? 1 : kMaxArenas); ++id) {
+    if (registry.hosts[id] != nullptr) continue;
+    registry.hosts[id] = host;
+    uint32_t gen = registry.next_generation++;
+    registry.generation[id].store(gen, std::memory_order_release);
+    pthread_mutex_unlock(&registry.lock);
+    *out = {host, arena, id, gen};
+    return true;
+  }
+  pthread_mutex_unlock(&registry.lock);
+  errno = EMFILE;
+  return false;
+}
+
+}  // namespace
+
+bool register_arena(Arena* arena, ArenaHandle* out, bool process) {
+  return register_any(arena, arena, out, process);
+}
+
+bool register_host(ThreadHeapHost* host, ArenaHandle* out) { return register_any(host, nullptr, out, false); }
+
+void unregister_arena(const ArenaHandle& handle) {
+  pthread_mutex_lock(&registry.lock);
+  registry.generation[handle.id].store(0, std::memory_order_release);
+  registry.hosts[handle.id] = nullptr;
+  pthread_mutex_unlock(&registry.lock);
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (e.generation == handle.generation) e = {0, nullptr};
+}
+
+heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  heap::ThreadHeap* h = handle.host->attach_thread();
+  if (h == nullptr) return nullptr;
+  e = {handle.generation, h};
+  // Any non-null value makes the key's destructor run at thread exit.
+  pthread_setspecific(registry.exit_key, &e);
+  return h;
+}
+
+void detach_thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (e.generation != handle.generation || e.heap == nullptr) return;
+  heap::ThreadHeap* h = e.heap;
+  e = {0, nullptr};
+  handle.host->detach_thread(h);
+}
+
+}  // namespace memd::client

@@ -1,0 +1,64 @@
+// Binds threads to arenas: each thread gets its own thread heap (ThreadHeap)
+// in each arena it uses, found through a thread-local table indexed by arena
+// id. A generation per entry makes a destroyed arena's entries stale instead
+// of dangling. When a thread exits, a pthread key destructor hands its blocks
+// back (released if empty, else abandoned for adoption).
+#pragma once
+
+#include <cstdint>
+
+#include "region/arena.h"
+#include "region/thread_heap_host.h"
+#include "heap/thread_heap.h"
+
+namespace memd::client {
+
+inline constexpr uint32_t kMaxArenas = 64;
+
+struct ArenaHandle {
+  ThreadHeapHost* host = nullptr;
+  Arena* arena = nullptr;  // the private arena behind `host`, if it is one
+  uint32_t id = 0;
+  uint32_t generation = 0;
+};
+
+struct ThreadHeapEntry {
+  uint32_t generation;
+  heap::ThreadHeap* heap;
+};
+
+// Plain __thread (no constructor): no TLS wrapper call on the fast path, and
+// usable from inside malloc before any constructor has run.
+extern __thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+
+// Id 0 belongs to the process arena, which is never destroyed: the malloc
+// shim reads tl_thread_heaps[0].heap without a generation check.
+inline constexpr uint32_t kProcessArenaId = 0;
+
+// Gives the arena an id (kProcessArenaId if `process`); false (errno EMFILE)
+// if no id is free.
+bool register_arena(Arena* arena, ArenaHandle* out, bool process = false);
+// The same for any host (a shared region).
+bool register_host(ThreadHeapHost* host, ArenaHandle* out);
+// Forgets the arena; threads' entries for it become stale.
+void unregister_arena(const ArenaHandle& handle);
+
+// The calling thread's heap in the arena, attaching one if needed; nullptr
+// (errno set) if none can be had.
+heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle);
+inline heap::ThreadHeap* thread_heap(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  return attach_thread_heap(handle);
+}
+// The calling thread's heap if it has one, else the arena's stranger (for frees).
+inline heap::ThreadHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
+  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  return handle.host->stranger();
+}
+
+// Detaches the calling thread from one arena now (before the arena goes).
+void detach_thread_heap(const ArenaHandle& handle);
+
+}  // namespace memd::client
