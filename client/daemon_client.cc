@@ -6,7 +6,6 @@
 #include "client/grpc_lease_channel.h"
 #include "region/lease_service.h"
 #include "region/options.h"
-#include "region/region_internals.h"
 #include "proto/wire_enums.h"
 
 namespace memd {
@@ -65,12 +64,10 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
   client::RegionLink* link = channel->link();
   absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), *d, *m, std::move(channel), lease);
   if (!region.ok()) return region.status();
-  RegionImpl* impl = RegionInternals::of(**region);
-  connection_->set_drain(link, [impl] {
-    if (impl->leased) impl->leased->return_all();
-  });
-  connection_->set_telemetry(link, reinterpret_cast<uintptr_t>(impl->region.data),
-                             [impl](heap::CounterSnapshot* out) { impl->pool.sum_counters(out); });
+  Region* r = region->get();
+  connection_->set_drain(link, [r] { r->give_back_spares(); });
+  connection_->set_telemetry(link, reinterpret_cast<uintptr_t>(r->data_base()),
+                             [r](heap::CounterSnapshot* out) { r->add_counters(out); });
   return region;
 }
 

@@ -28,7 +28,8 @@ Region Region::attach(char* base) {
   r.page_descs = reinterpret_cast<PackedPageDesc*>(base + r.header->page_desc_offset);
   r.blocks = reinterpret_cast<BlockDesc*>(base + r.header->block_desc_offset);
   r.data = base + r.header->data_offset;
-  r.data_bytes = size_t{r.header->max_pages} << kPageShift;
+  r.data_pages = r.header->max_pages;
+  r.data_bytes = size_t{r.data_pages} << kPageShift;
   return r;
 }
 

@@ -312,6 +312,7 @@ struct Region {
   BlockDesc* blocks = nullptr;
   char* data = nullptr;
   size_t data_bytes = 0;  // the whole reservation for data pages
+  uint32_t data_pages = 0;  // the same in pages
 
   static Region attach(char* base);
 
@@ -324,7 +325,7 @@ struct Region {
   BlockDesc& block(PageIndex p) const { return blocks[p.value]; }
   // Pages the reservation holds, as this process mapped it (not as the
   // header, which its clients may overwrite, says).
-  uint32_t page_limit() const { return static_cast<uint32_t>(data_bytes >> kPageShift); }
+  uint32_t page_limit() const { return data_pages; }
   PageIndex index_of(const BlockDesc& b) const {
     return {static_cast<uint32_t>(&b - blocks)};
   }

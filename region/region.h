@@ -227,6 +227,19 @@ class Region {
   void mark_damaged();
   // What this process's thread heaps did here (telemetry), cumulative.
   heap::CounterSnapshot counters() const;
+  // The same, added into *out (a report that sums several sources).
+  void add_counters(heap::CounterSnapshot* out) const;
+  // Where the data pages start in this process (telemetry names objects by
+  // their offset from here).
+  const char* data_base() const;
+
+  // A client's side: gives the spare blocks this process leased back to the
+  // owner now (the daemon's drain). Nothing for an owner.
+  void give_back_spares();
+  // In a forked child: maps the region privately (copy on write) over the
+  // inherited mapping, so that the child's writes stay its own. False if
+  // that failed.
+  bool remap_private_in_child();
 
   void set_event_handler(RegionEventHandler handler, void* context);
 
@@ -270,7 +283,7 @@ class Region {
 
 
  private:
-  friend struct RegionInternals;  // region/region_internals.h: libmemd's own code and tests
+  friend struct RegionInternals;  // region/region_internals.h: region/'s own code and tests
   explicit Region(std::unique_ptr<RegionImpl> impl);
   // Root primitives behind the templates. construct_root returns the object
   // and whether the caller must construct it (then finish_root publishes it).

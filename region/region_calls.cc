@@ -160,6 +160,16 @@ heap::CounterSnapshot Region::counters() const {
   return c;
 }
 
+void Region::add_counters(heap::CounterSnapshot* out) const { impl_->pool.sum_counters(out); }
+
+const char* Region::data_base() const { return impl_->region.data; }
+
+void Region::give_back_spares() {
+  if (impl_->leased) impl_->leased->return_all();
+}
+
+bool Region::remap_private_in_child() { return impl_->source->remap_private_in_child(); }
+
 heap::RegionStats Region::stat() {
   if (impl_->pages) return impl_->pages->stat();
   return heap::region_stat(impl_->region, *impl_->classes);

@@ -1,7 +1,8 @@
-// A Region's internals, for libmemd's own code (the daemon client, the
-// shim's daemon link) and for tests that inspect a region's raw state. The
-// daemon and the tools never include this: they hold a region through
-// Region's own calls (tests/layering/check_includes.py keeps it so).
+// A Region's internals, for region/'s own code and for tests that inspect a
+// region's raw state. Nothing outside region/ includes this (nor
+// region_impl.h): the daemon, the tools and the rest of libmemd hold a region
+// through Region's own calls (tests/layering/check_includes.py, run at every
+// build, keeps it so).
 #pragma once
 
 #include "region/region.h"

@@ -12,7 +12,7 @@
 #include "client/daemon_client.h"
 #include "client/daemon_connection.h"
 #include "region/options.h"
-#include "region/region_internals.h"
+#include "region/region.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ int link_free(void* p) {
 size_t link_usable_size(const void* p) { return region->size(p); }
 int link_contains(const void* p) { return region->contains(p) ? 1 : 0; }
 void link_trim() { region->compact(); }
-int link_fork_child() { return memd::RegionInternals::of(*region)->source->remap_private_in_child() ? 0 : -1; }
+int link_fork_child() { return region->remap_private_in_child() ? 0 : -1; }
 
 // At exit: the counts since the last report go out before the process does
 // (a program that runs for less than a report interval shows up at all).

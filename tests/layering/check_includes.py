@@ -35,6 +35,8 @@ REGION_HEADERS_FOR_SERVERS = {
     "region/lease_service.h",   # the owner's lease ledger the daemon drives
     "region/options.h",         # the environment's settings (MEMD_*), the default socket rule
 }
+# A region's internals: only region/ itself (and tests) include these.
+REGION_PRIVATE = {"region/region_impl.h", "region/region_internals.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -55,7 +57,9 @@ def violations(root):
                         folder = target.split("/", 1)[0]
                         if folder not in OURS:
                             continue
-                        if folder not in allowed:
+                        if target in REGION_PRIVATE and top != "region":
+                            yield f"{rel}:{n}: {target} is private to region/ (use Region's own calls)"
+                        elif folder not in allowed:
                             yield f"{rel}:{n}: {top}/ may not include {target} ({folder}/ is above it)"
                         elif (top in ("daemon", "tools") and folder == "region"
                               and target not in REGION_HEADERS_FOR_SERVERS):
