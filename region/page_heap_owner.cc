@@ -68,8 +68,14 @@ PageIndex* PageHeapOwner::abandoned_list(PageKind kind, uint16_t cls) {
   return kind == PageKind::kLarge ? &abandoned_[heap::kMaxSegregatedClasses] : &abandoned_[cls];
 }
 
+// The committed pages: a count in memory clients write, so bounded by this
+// process's mapping before it bounds a walk or an index.
+uint32_t PageHeapOwner::committed_bound() const {
+  return std::min(region_.header->page_heap.committed_pages.load(std::memory_order_acquire), region_.page_limit());
+}
+
 bool PageHeapOwner::listable(PageIndex p) const {
-  if (p.value >= region_.header->page_heap.committed_pages.load(std::memory_order_acquire)) return false;
+  if (p.value >= committed_bound()) return false;
   heap::PageDesc d = region_.page(p);
   return d.block == p.value && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
          region_.block(p).owner_word.load(std::memory_order_acquire) == 0;
@@ -80,9 +86,9 @@ void PageHeapOwner::cut_list_locked(PageIndex* link) {
   lists_cut_.fetch_add(1, std::memory_order_relaxed);
   // The count is of listed blocks: recount what is left.
   uint32_t left = 0;
-  uint32_t bound = region_.header->page_heap.committed_pages.load(std::memory_order_acquire);
+  uint32_t bound = committed_bound();
   for (PageIndex head : abandoned_) {
-    for (uint32_t steps = 0; head != kNoPage && steps < bound; ++steps, ++left) head = region_.block(head).next;
+    for (uint32_t steps = 0; head.value < bound && steps < bound; ++steps, ++left) head = region_.block(head).next;
   }
   abandoned_count_.store(left, std::memory_order_relaxed);
 }
@@ -166,7 +172,7 @@ void PageHeapOwner::sweep_if_hinted_locked(uint32_t now) {
 void PageHeapOwner::sweep_abandoned_locked(uint32_t now) {
   // No list can hold more blocks than the region has pages: a walk past
   // that is going round a cycle.
-  uint32_t bound = region_.header->page_heap.committed_pages.load(std::memory_order_acquire);
+  uint32_t bound = committed_bound();
   for (PageIndex& head : abandoned_) {
     PageIndex* link = &head;
     for (uint32_t steps = 0; *link != kNoPage; ++steps) {
