@@ -21,7 +21,6 @@ Writes bench/results/page-heap-cost-<date>.md (unless --no-write).
 import argparse
 import datetime
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 from harness import machine  # noqa: E402
 from harness.result_files import unused_stem  # noqa: E402
+from telemetry.instructions_per_pair import instructions  # noqa: E402
 
 LOOP_SOURCE = os.path.join(BENCH_DIR, "telemetry", "pair_loop.c")
 # (size or largest size, pair_loop mode, short run, long run)
@@ -42,16 +42,10 @@ CASES = [
 ]
 
 
-def instructions(loop, shim, n, size, mode):
-    # valgrind limits address space: a heap of 2 GiB.
-    env = dict(os.environ, MEMD_QUIET="1", MEMD_RESERVE_GB="2", LD_PRELOAD=shim)
-    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", loop, str(n), str(size),
-                        str(mode)], env=env, capture_output=True, text=True, check=True)
-    return int(re.findall(r"Collected : (\d+)", r.stderr)[-1])
-
-
 def per_pair(loop, shim, size, mode, short, long):
-    return (instructions(loop, shim, long, size, mode) - instructions(loop, shim, short, size, mode)) / (long - short)
+    def count(pairs):
+        return instructions(loop, shim, {}, pairs, size, mode)
+    return (count(long) - count(short)) / (long - short)
 
 
 def main():
