@@ -17,23 +17,24 @@ constexpr uint32_t kGrowMinPages = 2048;  // 8 MiB: commit in large steps
 // back from there is checked before it indexes anything, so that whatever a
 // client wrote costs at most the region's own consistency (which check
 // reports), never a write outside the tables or the mapping, or a loop
-// without end. A link that names no page of the reservation ends its list; a
-// length is cut to the reservation. The bound is this process's mapping
-// (Region::page_limit), not the header's count of committed pages: it is
-// one register away, and the tables cover it whole.
+// without end. A link that names no committed page ends its list; a length
+// is cut to the committed pages. The committed count is itself cut to the
+// reservation as this process mapped it (Region::page_limit): below it the
+// tables are committed (a count a client raised still stays in the mapping,
+// which a shared region's object backs whole), and above it nothing is.
 
 // Pages handed to the page heap so far, bounded by this process's mapping.
 uint32_t committed_of(const Region& r) {
   return std::min(r.header->page_heap.committed_pages.load(std::memory_order_relaxed), r.page_limit());
 }
 
-// `p` if it names a page of the reservation, else kNoPage.
-PageIndex link(const Region& r, PageIndex p) { return p.value < r.page_limit() ? p : kNoPage; }
+// `p` if it names a committed page, else kNoPage.
+PageIndex link(const Region& r, PageIndex p) { return p.value < committed_of(r) ? p : kNoPage; }
 
-// A run's length as read from the region, cut to [1, the pages of the
-// reservation from `first` on]. REQUIRES: `first` is in the reservation.
+// A run's length as read from the region, cut to [1, the committed pages
+// from `first` on]. REQUIRES: `first` is committed.
 PageCount run_length(const Region& r, PageIndex first, PageCount n) {
-  uint32_t room = r.page_limit() - first.value;
+  uint32_t room = committed_of(r) - first.value;
   return {std::clamp<uint32_t>(n.value, 1, std::max<uint32_t>(room, 1))};
 }
 
@@ -110,7 +111,7 @@ void mark_run_ends(const Region& r, PageIndex first, PageCount n, PageKind kind)
 }
 
 // Records a free run (not coalesced) in the bins and, if dirty, the LRU.
-// REQUIRES: the run lies in the reservation (its callers cut what they read).
+// REQUIRES: the run is committed (its callers cut what they read).
 void run_insert(const Region& r, PageIndex first, PageCount n, uint8_t state, uint32_t freed_ms) {
   BlockDesc& b = r.block(first);
   b.kind = PageKind::kFree;
@@ -189,10 +190,10 @@ PageIndex better_fit(const Region& r, PageIndex a, PageIndex b) {
 
 // Best fit among the first `limit` runs of a bin holding at least `n` pages.
 PageIndex bin_best_fit(const Region& r, PageIndex head, PageCount n, uint32_t limit) {
-  // The hottest walk of the page heap: a link past the reservation
-  // (kNoPage included) ends it; a run whose length runs past it was
+  // The hottest walk of the page heap: the bound is read once; a link past
+  // it (kNoPage included) ends the walk; a run whose length runs past it was
   // overwritten and is passed over.
-  const uint32_t pages_max = r.page_limit();
+  const uint32_t pages_max = committed_of(r);
   PageIndex best = kNoPage;
   uint32_t scanned = 0;
   for (PageIndex p = head; p.value < pages_max && scanned < limit; p = r.block(p).next, ++scanned) {
