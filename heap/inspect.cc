@@ -151,7 +151,7 @@ bool fail(char* message, size_t size, PageIndex p, const char* why) {
 RegionStats region_stat(const Region& r, const SizeClasses& classes) {
   RegionStats s;
   const PageHeapState& h = r.header->page_heap;
-  uint32_t committed = std::min(h.committed_pages.load(std::memory_order_acquire), r.page_limit());
+  uint32_t committed = r.committed_pages();
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     const BlockDesc& b = r.block(p);

@@ -29,6 +29,9 @@ Region Region::attach(char* base) {
   r.blocks = reinterpret_cast<BlockDesc*>(base + r.header->block_desc_offset);
   r.data = base + r.header->data_offset;
   r.data_pages = r.header->max_pages;
+  r.max_owners = r.header->max_owners;
+  r.max_clients = r.header->max_clients;
+  r.max_roots = r.header->max_roots;
   r.data_bytes = size_t{r.data_pages} << kPageShift;
   return r;
 }

@@ -313,6 +313,13 @@ struct Region {
   char* data = nullptr;
   size_t data_bytes = 0;  // the whole reservation for data pages
   uint32_t data_pages = 0;  // the same in pages
+  // The table sizes as the header gave them at attach. Code that indexes a
+  // table bounds the index by these, never by the header read again: a
+  // process that maps the region may rewrite the header at any instant,
+  // even between a check of it and a use.
+  uint32_t max_owners = 0;
+  uint32_t max_clients = 0;
+  uint32_t max_roots = 0;
 
   static Region attach(char* base);
 
@@ -326,6 +333,13 @@ struct Region {
   // Pages the reservation holds, as this process mapped it (not as the
   // header, which its clients may overwrite, says).
   uint32_t page_limit() const { return data_pages; }
+  // Pages handed to the page heap so far, as the header says, cut to
+  // page_limit(): the header's count is memory clients write, so it bounds a
+  // walk or an index only once it is bounded by this process's mapping.
+  uint32_t committed_pages(std::memory_order order = std::memory_order_acquire) const {
+    uint32_t n = header->page_heap.committed_pages.load(order);
+    return n < data_pages ? n : data_pages;
+  }
   PageIndex index_of(const BlockDesc& b) const {
     return {static_cast<uint32_t>(&b - blocks)};
   }

@@ -25,7 +25,7 @@ constexpr uint32_t kGrowMinPages = 2048;  // 8 MiB: commit in large steps
 
 // Pages handed to the page heap so far, bounded by this process's mapping.
 uint32_t committed_of(const Region& r) {
-  return std::min(r.header->page_heap.committed_pages.load(std::memory_order_relaxed), r.page_limit());
+  return r.committed_pages(std::memory_order_relaxed);
 }
 
 // `p` if it names a committed page, else kNoPage.
@@ -97,9 +97,11 @@ void lru_remove(const Region& r, PageIndex run) {
   PageHeapState& s = r.header->page_heap;
   BlockDesc& b = r.block(run);
   PageIndex prev = link(r, b.lru_prev), next = link(r, b.lru_next);
-  if (prev != kNoPage) r.block(prev).lru_next = next;
+  // The list's ends move off `run` whatever its links say: a link a client
+  // overwrote must not leave an end on a run that has left the list.
+  if (prev != kNoPage && s.lru_oldest != run) r.block(prev).lru_next = next;
   else s.lru_oldest = next;
-  if (next != kNoPage) r.block(next).lru_prev = prev;
+  if (next != kNoPage && s.lru_newest != run) r.block(next).lru_prev = prev;
   else s.lru_newest = prev;
 }
 
@@ -230,13 +232,15 @@ bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
   PageHeapState& s = r.header->page_heap;
   if (pages <= s.table_pages) return true;
   // Commit in steps of whole table pages: 512 page descriptors or 64 blocks.
-  uint32_t target = std::min(r.header->max_pages, (pages + 4095) & ~4095u);
+  uint32_t target = std::min(r.page_limit(), (pages + 4095) & ~4095u);
   auto commit_range = [&](uint64_t table, size_t entry, uint32_t from, uint32_t to) {
     size_t lo = (table + from * entry) & ~(kPageSize - 1);
     size_t hi = (table + to * entry + kPageSize - 1) & ~(kPageSize - 1);
     return lo >= hi || source.commit(lo, hi - lo);
   };
-  if (!commit_range(r.header->block_desc_offset, sizeof(BlockDesc), s.table_pages, target)) {
+  // The table's place as this process attached it, not as the header now says.
+  uint64_t block_table = static_cast<uint64_t>(reinterpret_cast<char*>(r.blocks) - r.base);
+  if (!commit_range(block_table, sizeof(BlockDesc), s.table_pages, target)) {
     return false;
   }
   s.table_pages = target;
@@ -248,11 +252,14 @@ bool needs_recommit(const MemorySource& source, uint8_t state) {
   return state == kRunDiscarded || (state == kRunFresh && source.commits_on_use());
 }
 
-// Adds at least `n` fresh (clean) pages at the top of the region.
+// Adds at least `n` fresh (clean) pages at the top of the region. The room
+// left is measured against this process's mapping: a header a client raised
+// (its page count or committed count) must not send the descriptors written
+// below past the tables.
 bool grow(const Region& r, MemorySource& source, PageCount n) {
   PageHeapState& s = r.header->page_heap;
   uint32_t committed = s.committed_pages.load(std::memory_order_relaxed);
-  uint32_t room = r.header->max_pages - committed;
+  uint32_t room = committed < r.page_limit() ? r.page_limit() - committed : 0;
   if (n.value > room) {
     errno = ENOMEM;
     return false;
@@ -412,7 +419,13 @@ void page_heap_select_purge(const Region& r, uint32_t now_ms, uint32_t limit_pag
   PageHeapState& s = r.header->page_heap;
   while (batch->count < PurgeBatch::kMaxRuns && s.lru_oldest != kNoPage) {
     PageIndex run = link(r, s.lru_oldest);
-    if (run == kNoPage) {  // overwritten: the rest of the LRU is lost to purging
+    // Only the start of a dirty free run belongs on the LRU. Anything else
+    // there was written by a client, and purging it would come round again
+    // (a run discarded below leaves the LRU through its own links, which
+    // may point elsewhere): the rest of the LRU is lost to purging.
+    PageDesc d = run == kNoPage ? PageDesc{} : r.page(run);
+    if (run == kNoPage || d.kind != PageKind::kFree || d.block != run.value ||
+        !is_dirty(r.block(run).run_state)) {
       s.lru_oldest = s.lru_newest = kNoPage;
       break;
     }

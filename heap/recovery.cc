@@ -195,12 +195,12 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
   RegionHeader& h = *r.header;
   // Holder tags of live leases are lease slot + 1 (layout.h).
   auto live_holder = [&](uint32_t holder) {
-    return live_leases != nullptr && holder >= 1 && holder <= h.max_clients && live_leases[holder - 1] != 0;
+    return live_leases != nullptr && holder >= 1 && holder <= r.max_clients && live_leases[holder - 1] != 0;
   };
-  for (uint32_t slot = 0; slot < h.max_owners; ++slot) {
+  for (uint32_t slot = 0; slot < r.max_owners; ++slot) {
     if (!live_holder(r.slots[slot].in_use.load(std::memory_order_acquire))) close_owner_slot(r, slot);
   }
-  for (uint32_t i = 0; i < h.max_clients; ++i) {
+  for (uint32_t i = 0; i < r.max_clients; ++i) {
     if (live_leases == nullptr || live_leases[i] == 0) {
       r.leases[i].blocks.store(0, std::memory_order_relaxed);  // what it held is taken back below
       r.leases[i].state.store(LeaseState::kFree, std::memory_order_release);
@@ -212,12 +212,12 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
     OwnerId owner = word >> 1;
     if (owner == kNoOwner) return false;
     uint32_t slot = slot_of(owner);
-    return slot < h.max_owners && live_holder(r.slots[slot].in_use.load(std::memory_order_acquire));
+    return slot < r.max_owners && live_holder(r.slots[slot].in_use.load(std::memory_order_acquire));
   };
   h.next_owner_hint.store(0, std::memory_order_relaxed);
   h.abandoned_frees.store(0, std::memory_order_relaxed);
 
-  uint32_t committed = std::min(h.page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
+  uint32_t committed = r.committed_pages();
   crash_point("recovery.slots");  // slots closed, the page heap not yet rebuilt
   page_heap_reset(r);
   uint32_t gap_start = UINT32_MAX;
@@ -281,13 +281,12 @@ void recover(const Region& r, const SizeClasses& classes, MemorySource& source, 
 
 uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, uint32_t now_ms,
                  KeepFn keep, void* ctx, uint64_t* leaked) {
-  RegionHeader& h = *r.header;
   // Slots of the dead holder: close them first, so that no notification is
   // pushed to them any more.
   uint64_t dead[kMaxOwnerSlots / 64] = {};
   // The header is in memory clients write: its count bounds nothing here
   // beyond the table this array covers.
-  const uint32_t owners = std::min<uint32_t>(h.max_owners, kMaxOwnerSlots);
+  const uint32_t owners = std::min<uint32_t>(r.max_owners, kMaxOwnerSlots);
   bool any = false;
   for (uint32_t slot = 0; slot < owners; ++slot) {
     if (r.slots[slot].in_use.load(std::memory_order_acquire) != holder) continue;
@@ -306,7 +305,7 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
   // Lengths and kinds are read from memory the client could write: a block
   // is taken at the length its descriptors agree on (valid_block_at), and
   // anything else is stepped over a page at a time.
-  uint32_t committed = std::min(h.page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
+  uint32_t committed = r.committed_pages();
   for (uint32_t p = 0; p < committed;) {
     PageIndex at{p};
     PageDesc d = r.page(at);

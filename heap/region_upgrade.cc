@@ -46,7 +46,7 @@ uint64_t reencode_v2_list(const Region& r, PageIndex block, PageKind kind, uint3
 
 void upgrade_v2_descriptors(const Region& r, uint64_t* leaked) {
   const uint32_t committed =
-      std::min(r.header->page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
+      r.committed_pages();
   for (uint32_t i = 0; i < committed; ++i) {
     BlockDesc& b = r.blocks[i];
     uint64_t word = b.remote.load(std::memory_order_relaxed);
@@ -77,7 +77,7 @@ bool region_upgrade(const Region& r, MemorySource& source, uint64_t* leaked) {
   if (h.version == kFormatVersion) return true;
   upgrade_v2_descriptors(r, leaked);
   // The descriptors are durable before the header says they are new.
-  uint32_t committed = std::min(h.page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
+  uint32_t committed = r.committed_pages();
   size_t first = static_cast<size_t>(h.block_desc_offset) & ~(kPageSize - 1);
   size_t end = static_cast<size_t>(h.block_desc_offset + uint64_t{committed} * sizeof(BlockDesc));
   if (end > first) source.persist(first, (end - first + kPageSize - 1) & ~(kPageSize - 1));

@@ -49,7 +49,7 @@ namespace {
 // The committed pages: a count in memory clients write, so bounded by this
 // process's mapping before it bounds a walk or an index.
 uint32_t committed_pages(const heap::Region& r) {
-  return std::min(r.header->page_heap.committed_pages.load(std::memory_order_acquire), r.page_limit());
+  return r.committed_pages();
 }
 
 uint64_t wall_ms() {
@@ -64,7 +64,7 @@ absl::Status no_memory() {
 
 }  // namespace
 
-LeaseService::LeaseService(PageHeapOwner* pages) : pages_(pages), held_(pages->region().header->max_clients, 0) {}
+LeaseService::LeaseService(PageHeapOwner* pages) : pages_(pages), held_(pages->region().max_clients, 0) {}
 
 void LeaseService::set_held(uint32_t client, uint64_t blocks) {
   held_[client] = blocks;
@@ -89,9 +89,9 @@ void LeaseService::drop(uint32_t block) {
 uint32_t LeaseService::owning_holder(PageIndex p) const {
   const heap::Region& r = pages_->region();
   heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
-  if (owner == heap::kNoOwner || heap::slot_of(owner) >= r.header->max_owners) return 0;
+  if (owner == heap::kNoOwner || heap::slot_of(owner) >= r.max_owners) return 0;
   uint32_t holder = r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire);
-  return holder >= 1 && holder <= r.header->max_clients ? holder : 0;
+  return holder >= 1 && holder <= r.max_clients ? holder : 0;
 }
 
 template <class Visit>
@@ -113,7 +113,7 @@ bool LeaseService::walk_runs(Visit visit) const {
 
 absl::Status LeaseService::check_client(uint32_t client) const {
   const heap::Region& r = pages_->region();
-  if (client >= r.header->max_clients ||
+  if (client >= r.max_clients ||
       r.leases[client].state.load(std::memory_order_acquire) != LeaseState::kActive) {
     return absl::FailedPreconditionError(absl::StrCat("no active lease in slot ", client));
   }
@@ -123,21 +123,21 @@ absl::Status LeaseService::check_client(uint32_t client) const {
 bool LeaseService::holds_slot(uint32_t client, heap::OwnerId owner) const {
   const heap::Region& r = pages_->region();
   uint32_t slot = heap::slot_of(owner);
-  return owner != heap::kNoOwner && slot < r.header->max_owners &&
+  return owner != heap::kNoOwner && slot < r.max_owners &&
          r.slots[slot].in_use.load(std::memory_order_acquire) == client + 1;
 }
 
 absl::StatusOr<ClientLease> LeaseService::register_client(pid_t pid, uint64_t start_time) {
   const heap::Region& r = pages_->region();
   pages_->lock();
-  for (uint32_t i = 0; i < r.header->max_clients; ++i) {
+  for (uint32_t i = 0; i < r.max_clients; ++i) {
     LeaseSlot& l = r.leases[i];
     if (l.state.load(std::memory_order_acquire) != LeaseState::kFree) continue;
     // The stash's owner slot, tagged like the client's thread heaps so that
     // reclaiming the client takes the stash too.
     uint32_t holder = i + 1;
     uint32_t stash_slot = UINT32_MAX;
-    for (uint32_t s = 0; s < r.header->max_owners; ++s) {
+    for (uint32_t s = 0; s < r.max_owners; ++s) {
       uint32_t expected = 0;
       if (r.slots[s].in_use.compare_exchange_strong(expected, holder, std::memory_order_acq_rel)) {
         stash_slot = s;
@@ -161,7 +161,7 @@ absl::StatusOr<ClientLease> LeaseService::register_client(pid_t pid, uint64_t st
   }
   pages_->unlock();
   return absl::ResourceExhaustedError(
-      absl::StrCat("every lease slot (", r.header->max_clients, ") or owner slot is taken"));
+      absl::StrCat("every lease slot (", r.max_clients, ") or owner slot is taken"));
 }
 
 absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uint16_t cls,
@@ -407,7 +407,7 @@ absl::StatusOr<bool> LeaseService::resize_huge(uint32_t client, PageIndex first,
 void LeaseService::client_gone(uint32_t client) {
   std::lock_guard<std::mutex> g(mu_);
   const heap::Region& r = pages_->region();
-  if (client >= r.header->max_clients) return;
+  if (client >= r.max_clients) return;
   LeaseSlot& l = r.leases[client];
   if (l.state.load(std::memory_order_acquire) != LeaseState::kActive) return;
   l.state.store(LeaseState::kReclaiming, std::memory_order_release);
@@ -440,10 +440,9 @@ void LeaseService::client_gone(uint32_t client) {
 void LeaseService::rebuild_ledger() {
   std::lock_guard<std::mutex> g(mu_);
   const heap::Region& r = pages_->region();
-  const heap::RegionHeader& h = *r.header;
   ledger_.clear();
   runs_.clear();
-  for (uint32_t c = 0; c < h.max_clients; ++c) set_held(c, 0);
+  for (uint32_t c = 0; c < r.max_clients; ++c) set_held(c, 0);
   walk_runs([&](PageIndex p, uint32_t n, bool block) {
     // Huge runs as recovery (which has just run) found them.
     if (!block && r.page(p).kind == PageKind::kHuge && n == r.block(p).pages.value && r.page(p).block == p.value &&
@@ -476,7 +475,6 @@ uint64_t LeaseService::blocks_held(uint32_t client) const {
 bool LeaseService::check(char* message, size_t message_size) const {
   std::lock_guard<std::mutex> g(mu_);
   const heap::Region& r = pages_->region();
-  const heap::RegionHeader& h = *r.header;
   auto fail = [&](uint32_t page, const char* why) {
     if (message_size > 0) std::snprintf(message, message_size, "page %u: %s", page, why);
     return false;
@@ -508,16 +506,16 @@ bool LeaseService::check(char* message, size_t message_size) const {
     }
   }
   pages_->unlock();
-  std::vector<uint64_t> counts(h.max_clients, 0);
+  std::vector<uint64_t> counts(r.max_clients, 0);
   for (const auto& [block, client] : ledger_) {
     PageIndex p{block};
     if (!starts_block(p)) return fail(block, "leased block no longer starts a block");
-    if (client >= h.max_clients || r.leases[client].state.load(std::memory_order_acquire) != LeaseState::kActive) {
+    if (client >= r.max_clients || r.leases[client].state.load(std::memory_order_acquire) != LeaseState::kActive) {
       return fail(block, "block leased to a lease slot that is not active");
     }
     if (listed[block]) return fail(block, "block both leased and abandoned");
     heap::OwnerId owner = heap::owner_of(r.block(p).owner_word.load(std::memory_order_acquire));
-    if (owner != heap::kNoOwner && heap::slot_of(owner) < h.max_owners &&
+    if (owner != heap::kNoOwner && heap::slot_of(owner) < r.max_owners &&
         r.slots[heap::slot_of(owner)].in_use.load(std::memory_order_acquire) != client + 1) {
       return fail(block, "block leased to one client and owned by another's thread heap");
     }
@@ -534,7 +532,7 @@ bool LeaseService::check(char* message, size_t message_size) const {
     return held != ledger_.end() && held->second == holder - 1;
   });
   if (!consistent) return fail(stray, "block owned by a client's thread heap but not leased to that client");
-  for (uint32_t c = 0; c < h.max_clients; ++c) {
+  for (uint32_t c = 0; c < r.max_clients; ++c) {
     if (r.leases[c].state.load(std::memory_order_acquire) != LeaseState::kActive) continue;
     if (r.leases[c].blocks.load(std::memory_order_relaxed) != counts[c]) {
       if (message_size > 0) {

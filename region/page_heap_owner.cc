@@ -71,7 +71,7 @@ PageIndex* PageHeapOwner::abandoned_list(PageKind kind, uint16_t cls) {
 // The committed pages: a count in memory clients write, so bounded by this
 // process's mapping before it bounds a walk or an index.
 uint32_t PageHeapOwner::committed_bound() const {
-  return std::min(region_.header->page_heap.committed_pages.load(std::memory_order_acquire), region_.page_limit());
+  return region_.committed_pages();
 }
 
 bool PageHeapOwner::listable(PageIndex p) const {
@@ -295,7 +295,10 @@ void PageHeapOwner::finish_purge_locked(heap::PurgeBatch* batch) {
   // The descriptors of a free run's inner pages are never read: give back
   // the table pages they fill, so metadata follows live data too. Under the
   // lock, since the merged runs are allocatable again.
-  const heap::RegionHeader& h = *region_.header;
+  // The tables' places as this process attached them (the header's offsets
+  // are memory clients write).
+  const uint64_t page_table = static_cast<uint64_t>(reinterpret_cast<char*>(region_.page_descs) - region_.base);
+  const uint64_t block_table = static_cast<uint64_t>(reinterpret_cast<char*>(region_.blocks) - region_.base);
   for (uint32_t i = 0; i < batch->count; ++i) {
     uint32_t first = batch->first[i].value, n = batch->pages[i].value;
     if (n < 3) continue;
@@ -304,8 +307,8 @@ void PageHeapOwner::finish_purge_locked(heap::PurgeBatch* batch) {
       size_t hi = (table + (first + n - 1) * entry) & ~(heap::kPageSize - 1);
       if (lo < hi) source_->discard(lo, hi - lo);
     };
-    discard_inner(h.page_desc_offset, sizeof(heap::PackedPageDesc));
-    discard_inner(h.block_desc_offset, sizeof(heap::BlockDesc));
+    discard_inner(page_table, sizeof(heap::PackedPageDesc));
+    discard_inner(block_table, sizeof(heap::BlockDesc));
   }
 }
 
@@ -343,22 +346,33 @@ void PageHeapOwner::maybe_purge_locked_then_unlock(uint32_t now) {
   purge_batch_locked_then_unlock(now, limit, decay);
 }
 
-bool PageHeapOwner::purge_batch_locked_then_unlock(uint32_t now, uint32_t limit, uint32_t decay) {
+uint64_t PageHeapOwner::purge_batch_locked_then_unlock(uint32_t now, uint32_t limit, uint32_t decay) {
   heap::PurgeBatch batch;
   heap::page_heap_select_purge(region_, now, limit, decay, &batch);
   unlock();
-  if (batch.count == 0) return false;
+  if (batch.count == 0) return 0;
+  uint64_t pages = 0;
+  for (uint32_t i = 0; i < batch.count; ++i) pages += batch.pages[i].value;
   discard_runs(batch);
   lock();
   finish_purge_locked(&batch);
   unlock();
-  return true;
+  return pages;
 }
 
 void PageHeapOwner::purge_all() {
-  do {
+  // A discarded page leaves the dirty list, so one pass discards at most
+  // every committed page, plus what others free meanwhile. The budget ends
+  // the pass on a dirty list clients made circular (its runs come back
+  // dirty), which would otherwise keep the owner discarding forever.
+  lock();
+  uint64_t budget = uint64_t{region_.committed_pages()} * 2;
+  for (;;) {
+    uint64_t pages = purge_batch_locked_then_unlock(now_ms(), 0, 0);
+    if (pages == 0 || pages >= budget) return;
+    budget -= pages;
     lock();
-  } while (purge_batch_locked_then_unlock(now_ms(), 0, 0));
+  }
 }
 
 heap::RegionStats PageHeapOwner::stat() {
@@ -383,8 +397,7 @@ void PageHeapOwner::free_everything() {
   lock();
   std::fill(std::begin(abandoned_), std::end(abandoned_), kNoPage);
   abandoned_count_.store(0, std::memory_order_relaxed);
-  uint32_t committed =
-      std::min(region_.header->page_heap.committed_pages.load(std::memory_order_relaxed), region_.page_limit());
+  uint32_t committed = region_.committed_pages(std::memory_order_relaxed);
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     PageKind kind = region_.page(p).kind;

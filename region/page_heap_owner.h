@@ -84,8 +84,8 @@ class PageHeapOwner final : public heap::BlockSource {
   void maybe_purge_locked_then_unlock(uint32_t now_ms);
   // Discards one batch of dirty runs beyond `limit` pages or older than
   // `decay` ms, outside the lock. REQUIRES: the lock; releases it. Returns
-  // whether anything was discarded.
-  bool purge_batch_locked_then_unlock(uint32_t now_ms, uint32_t limit, uint32_t decay);
+  // the pages discarded (0: nothing was).
+  uint64_t purge_batch_locked_then_unlock(uint32_t now_ms, uint32_t limit, uint32_t decay);
   void sweep_abandoned_locked(uint32_t now_ms);
   void sweep_if_hinted_locked(uint32_t now_ms);
   uint32_t purge_limit_pages(uint32_t now_ms);

@@ -159,8 +159,8 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   // Clients of an owner that crashed may still be running on their blocks;
   // recovering now would hand those blocks out again under them. A process
   // is the same one only if its start time matches too (pids are reused).
-  std::vector<uint8_t> live(h.max_clients, 0);
-  for (uint32_t i = 0; i < h.max_clients; ++i) {
+  std::vector<uint8_t> live(impl->region.max_clients, 0);
+  for (uint32_t i = 0; i < impl->region.max_clients; ++i) {
     const heap::LeaseSlot& l = impl->region.leases[i];
     if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
     if (client::process_start_time(l.pid) != l.start_time) continue;
@@ -368,7 +368,7 @@ namespace {
 absl::Status upgrade_format(RegionImpl* r) {
   heap::RegionHeader& h = *r->region.header;
   if (h.version == heap::kFormatVersion) return absl::OkStatus();
-  for (uint32_t i = 0; i < h.max_clients; ++i) {
+  for (uint32_t i = 0; i < r->region.max_clients; ++i) {
     const heap::LeaseSlot& l = r->region.leases[i];
     if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
     if (client::process_start_time(l.pid) != l.start_time) continue;

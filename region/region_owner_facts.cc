@@ -18,9 +18,11 @@ Region::HeaderFacts Region::header_facts() const {
   f.generation = h.generation.load(std::memory_order_relaxed);
   f.recoveries = h.recoveries;
   f.leaked_objects = h.leaked_objects;
-  f.max_clients = h.max_clients;
-  f.max_pages = h.max_pages;
-  f.committed_bytes = uint64_t{h.page_heap.committed_pages.load(std::memory_order_relaxed)} * heap::kPageSize;
+  // Sizes as the owner attached them, and the committed count cut to them:
+  // callers loop and index by these.
+  f.max_clients = impl_->region.max_clients;
+  f.max_pages = impl_->region.page_limit();
+  f.committed_bytes = uint64_t{impl_->region.committed_pages(std::memory_order_relaxed)} * heap::kPageSize;
   return f;
 }
 

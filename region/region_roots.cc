@@ -24,7 +24,7 @@ using heap::RootEntry;
 using heap::RootState;
 
 void repair_roots(const heap::Region& r) {
-  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+  for (uint32_t i = 0; i < r.max_roots; ++i) {
     if (r.roots[i].state.load() == RootState::kConstructing) r.roots[i].state.store(RootState::kFree);
   }
 }
@@ -93,7 +93,7 @@ void unlock_roots(const heap::Region& r) { pthread_mutex_unlock(&r.header->roots
 bool reset_roots_lock(pthread_mutex_t* m) { return heap::init_shared_mutex(m); }
 
 RootEntry* find_entry(const heap::Region& r, std::string_view name) {
-  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+  for (uint32_t i = 0; i < r.max_roots; ++i) {
     RootEntry& e = r.roots[i];
     if (e.state.load() == RootState::kFree) continue;
     if (e.name_len == name.size() && std::memcmp(e.name, name.data(), name.size()) == 0) return &e;
@@ -119,7 +119,7 @@ void* Region::find_root(std::string_view name, uint64_t type) const {
   }
   // Reading needs no lock: a ready entry's fields are written before its
   // state (and read-only attachments cannot take the lock).
-  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+  for (uint32_t i = 0; i < r.max_roots; ++i) {
     RootEntry& e = r.roots[i];
     if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
     if (e.name_len != name.size() || std::memcmp(e.name, name.data(), name.size()) != 0) continue;
@@ -148,7 +148,7 @@ std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, 
     return {p, false};
   }
   RootEntry* slot = nullptr;
-  for (uint32_t i = 0; i < r.header->max_roots && slot == nullptr; ++i) {
+  for (uint32_t i = 0; i < r.max_roots && slot == nullptr; ++i) {
     if (r.roots[i].state.load() == RootState::kFree) slot = &r.roots[i];
   }
   void* mem = slot ? alloc_aligned(size ? size : 1, align < 16 ? 16 : align) : nullptr;
@@ -222,7 +222,7 @@ void* Region::find_bytes(std::string_view name) const { return find_root(name, t
 std::vector<RootInfo> Region::list() const {
   const heap::Region& r = impl_->region;
   std::vector<RootInfo> out;
-  for (uint32_t i = 0; i < r.header->max_roots; ++i) {
+  for (uint32_t i = 0; i < r.max_roots; ++i) {
     RootEntry& e = r.roots[i];
     if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
     out.push_back({std::string(e.name, e.name_len), e.offset, e.size, e.type});

@@ -19,7 +19,7 @@ bool ThreadHeapPool::init(const heap::Region& r, const heap::SizeClasses* classe
   classes_ = classes;
   source_ = source;
   holder_ = holder;
-  max_slots_ = r.header->max_owners;
+  max_slots_ = r.max_owners;
   // Pages are touched only when a slot is first used by this process.
   size_t heaps = sizeof(heap::ThreadHeap) * (max_slots_ + 1);
   heaps_bytes_ = (heaps + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
