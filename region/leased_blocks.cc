@@ -51,8 +51,10 @@ void LeasedBlocks::take_oldest_locked(Stash& s, uint32_t n, PageIndex* out, uint
   spare_pages_ -= uint64_t{n} * s.block_pages;
 }
 
-void LeasedBlocks::trim_locked(uint64_t now, PageIndex* out, uint32_t* out_n) {
-  if (now - last_trim_ns_ < kTrimIntervalNs) return;
+void LeasedBlocks::trim_locked(uint64_t now, bool force, PageIndex* out, uint32_t* out_n) {
+  // A clock that went back (now < last) counts as no time passed: the next
+  // interval starts at the last trim, never at a wrap of the difference.
+  if (!force && (now < last_trim_ns_ || now - last_trim_ns_ < kTrimIntervalNs)) return;
   last_trim_ns_ = now;
   for (Stash& s : stash_) {
     // The oldest low_water spares sat unused the whole interval.
@@ -75,7 +77,7 @@ AcquiredBlock LeasedBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::Own
     flush_abandoned_locked();
     PageIndex idle[kGiveBackMax];
     uint32_t idle_n = 0;
-    trim_locked(monotonic_ns(), idle, &idle_n);
+    trim_locked(monotonic_ns(), false, idle, &idle_n);
     AcquiredBlock got[kMaxLeaseBatch];
     absl::StatusOr<uint32_t> n = channel_->lease(kind, cls, owner, s.batch, got);
     if (!n.ok() || *n == 0) {
@@ -129,13 +131,13 @@ void LeasedBlocks::release(PageIndex block) {
     // Too many spares: the idle ones of every class go back, and if that
     // is not enough the oldest half of this class (the newest, most likely
     // still in cache, stay); the class leases less next time.
-    trim_locked(last_trim_ns_ + kTrimIntervalNs, out, &n);
+    trim_locked(monotonic_ns(), true, out, &n);
     if (s.count >= s.flush_at || spare_pages_ > total_cap) {
       take_oldest_locked(s, std::max<uint32_t>(1, s.count / 2), out, &n);
       s.batch = std::min<uint32_t>(2, s.max_batch);
     }
   } else {
-    trim_locked(monotonic_ns(), out, &n);
+    trim_locked(monotonic_ns(), false, out, &n);
   }
   pthread_mutex_unlock(&lock_);
   give_back_unlocked(out, n);

@@ -86,8 +86,11 @@ class LeasedBlocks final : public heap::BlockSource {
   // Moves the `n` oldest spares of `s` to out[*out_n...] (the caller gives
   // them back after unlocking).
   void take_oldest_locked(Stash& s, uint32_t n, heap::PageIndex* out, uint32_t* out_n);
-  // The idle spares of every class, if the interval has passed.
-  void trim_locked(uint64_t now, heap::PageIndex* out, uint32_t* out_n);
+  // The idle spares of every class, if the interval has passed since the
+  // last trim, or now if `force`; either way the next interval starts now,
+  // so a burst of forced trims neither delays the next one nor makes every
+  // block change trim.
+  void trim_locked(uint64_t now, bool force, heap::PageIndex* out, uint32_t* out_n);
   void give_back_unlocked(const heap::PageIndex* blocks, uint32_t n);
 
   heap::Region region_{};
