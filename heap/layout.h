@@ -340,6 +340,11 @@ struct Region {
     uint32_t n = header->page_heap.committed_pages.load(order);
     return n < data_pages ? n : data_pages;
   }
+  // Where a table (page_descs, blocks) starts in the mapping, as this
+  // process attached it: the header's offsets are memory clients write.
+  uint64_t offset_in_mapping(const void* table) const {
+    return static_cast<uint64_t>(static_cast<const char*>(table) - base);
+  }
   PageIndex index_of(const BlockDesc& b) const {
     return {static_cast<uint32_t>(&b - blocks)};
   }

@@ -19,22 +19,17 @@ constexpr uint32_t kGrowMinPages = 2048;  // 8 MiB: commit in large steps
 // reports), never a write outside the tables or the mapping, or a loop
 // without end. A link that names no committed page ends its list; a length
 // is cut to the committed pages. The committed count is itself cut to the
-// reservation as this process mapped it (Region::page_limit): below it the
+// reservation as this process mapped it (Region::committed_pages, page_limit): below it the
 // tables are committed (a count a client raised still stays in the mapping,
 // which a shared region's object backs whole), and above it nothing is.
 
-// Pages handed to the page heap so far, bounded by this process's mapping.
-uint32_t committed_of(const Region& r) {
-  return r.committed_pages(std::memory_order_relaxed);
-}
-
 // `p` if it names a committed page, else kNoPage.
-PageIndex link(const Region& r, PageIndex p) { return p.value < committed_of(r) ? p : kNoPage; }
+PageIndex link(const Region& r, PageIndex p) { return p.value < r.committed_pages() ? p : kNoPage; }
 
 // A run's length as read from the region, cut to [1, the committed pages
 // from `first` on]. REQUIRES: `first` is committed.
 PageCount run_length(const Region& r, PageIndex first, PageCount n) {
-  uint32_t room = committed_of(r) - first.value;
+  uint32_t room = r.committed_pages() - first.value;
   return {std::clamp<uint32_t>(n.value, 1, std::max<uint32_t>(room, 1))};
 }
 
@@ -157,7 +152,7 @@ uint8_t merged_state(uint8_t a, uint8_t b) { return a > b ? a : b; }
 // REQUIRES: its pages are marked kFree.
 PageIndex run_free_coalesced(const Region& r, PageIndex first, PageCount n, uint8_t state,
                              uint32_t now_ms) {
-  uint32_t committed = committed_of(r);
+  uint32_t committed = r.committed_pages();
   if (first.value > 0) {
     PageIndex left = free_run_at(r, PageIndex{first.value - 1});
     if (left != kNoPage && left < first && is_dirty(r.block(left).run_state) == is_dirty(state)) {
@@ -195,7 +190,7 @@ PageIndex bin_best_fit(const Region& r, PageIndex head, PageCount n, uint32_t li
   // The hottest walk of the page heap: the bound is read once; a link past
   // it (kNoPage included) ends the walk; a run whose length runs past it was
   // overwritten and is passed over.
-  const uint32_t pages_max = committed_of(r);
+  const uint32_t pages_max = r.committed_pages();
   PageIndex best = kNoPage;
   uint32_t scanned = 0;
   for (PageIndex p = head; p.value < pages_max && scanned < limit; p = r.block(p).next, ++scanned) {
@@ -238,9 +233,7 @@ bool commit_tables(const Region& r, MemorySource& source, uint32_t pages) {
     size_t hi = (table + to * entry + kPageSize - 1) & ~(kPageSize - 1);
     return lo >= hi || source.commit(lo, hi - lo);
   };
-  // The table's place as this process attached it, not as the header now says.
-  uint64_t block_table = static_cast<uint64_t>(reinterpret_cast<char*>(r.blocks) - r.base);
-  if (!commit_range(block_table, sizeof(BlockDesc), s.table_pages, target)) {
+  if (!commit_range(r.offset_in_mapping(r.blocks), sizeof(BlockDesc), s.table_pages, target)) {
     return false;
   }
   s.table_pages = target;
@@ -372,7 +365,7 @@ void page_heap_free(const Region& r, PageIndex first, PageCount n, uint32_t now_
 bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, PageCount have,
                       PageCount want, bool* zeroed) {
   PageIndex after = first + have;
-  if (after.value >= committed_of(r)) return false;
+  if (after.value >= r.committed_pages()) return false;
   PageIndex run = free_run_at(r, after);
   if (run != after) return false;
   PageCount extra{want.value - have.value};

@@ -45,8 +45,7 @@ uint64_t reencode_v2_list(const Region& r, PageIndex block, PageKind kind, uint3
 }
 
 void upgrade_v2_descriptors(const Region& r, uint64_t* leaked) {
-  const uint32_t committed =
-      r.committed_pages();
+  const uint32_t committed = r.committed_pages();
   for (uint32_t i = 0; i < committed; ++i) {
     BlockDesc& b = r.blocks[i];
     uint64_t word = b.remote.load(std::memory_order_relaxed);

@@ -46,12 +46,6 @@ uint64_t process_start_time(pid_t pid) {
 
 namespace {
 
-// The committed pages: a count in memory clients write, so bounded by this
-// process's mapping before it bounds a walk or an index.
-uint32_t committed_pages(const heap::Region& r) {
-  return r.committed_pages();
-}
-
 uint64_t wall_ms() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -97,7 +91,7 @@ uint32_t LeaseService::owning_holder(PageIndex p) const {
 template <class Visit>
 bool LeaseService::walk_runs(Visit visit) const {
   const heap::Region& r = pages_->region();
-  uint32_t committed = committed_pages(r);
+  uint32_t committed = r.committed_pages();
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     uint32_t n = r.block(p).pages.value;
@@ -209,7 +203,7 @@ absl::StatusOr<uint32_t> LeaseService::lease(uint32_t client, PageKind kind, uin
 
 bool LeaseService::starts_block(PageIndex p) const {
   const heap::Region& r = pages_->region();
-  if (p.value >= committed_pages(r)) return false;
+  if (p.value >= r.committed_pages()) return false;
   heap::PageDesc d = r.page(p);
   if (d.block != p.value) return false;
   const heap::SizeClasses& classes = pages_->classes();
@@ -221,7 +215,7 @@ bool LeaseService::starts_block(PageIndex p) const {
   } else {
     return false;
   }
-  return pages <= committed_pages(r) - p.value;
+  return pages <= r.committed_pages() - p.value;
 }
 
 absl::Status LeaseService::check_batch(uint32_t client, const PageIndex* blocks, uint32_t n, bool in_use_ok) const {
@@ -328,7 +322,7 @@ absl::StatusOr<AcquiredBlock> LeaseService::acquire_huge(uint32_t client, heap::
 
 namespace {
 absl::Status check_huge(const heap::Region& r, PageIndex first) {
-  uint32_t committed = committed_pages(r);
+  uint32_t committed = r.committed_pages();
   if (first.value >= committed || r.page(first).kind != PageKind::kHuge || r.page(first).block != first.value) {
     return absl::InvalidArgumentError(absl::StrCat("page ", first.value, " does not start a huge object"));
   }
@@ -479,7 +473,7 @@ bool LeaseService::check(char* message, size_t message_size) const {
     if (message_size > 0) std::snprintf(message, message_size, "page %u: %s", page, why);
     return false;
   };
-  uint32_t committed = committed_pages(r);
+  uint32_t committed = r.committed_pages();
   std::vector<uint8_t> listed(committed, 0);
   pages_->lock();
   for (uint32_t list = 0; list < PageHeapOwner::kAbandonedLists; ++list) {

@@ -52,9 +52,7 @@ void LeasedBlocks::take_oldest_locked(Stash& s, uint32_t n, PageIndex* out, uint
 }
 
 void LeasedBlocks::trim_locked(uint64_t now, bool force, PageIndex* out, uint32_t* out_n) {
-  // A clock that went back (now < last) counts as no time passed: the next
-  // interval starts at the last trim, never at a wrap of the difference.
-  if (!force && (now < last_trim_ns_ || now - last_trim_ns_ < kTrimIntervalNs)) return;
+  if (!force && now - last_trim_ns_ < kTrimIntervalNs) return;
   last_trim_ns_ = now;
   for (Stash& s : stash_) {
     // The oldest low_water spares sat unused the whole interval.

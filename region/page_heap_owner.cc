@@ -68,14 +68,8 @@ PageIndex* PageHeapOwner::abandoned_list(PageKind kind, uint16_t cls) {
   return kind == PageKind::kLarge ? &abandoned_[heap::kMaxSegregatedClasses] : &abandoned_[cls];
 }
 
-// The committed pages: a count in memory clients write, so bounded by this
-// process's mapping before it bounds a walk or an index.
-uint32_t PageHeapOwner::committed_bound() const {
-  return region_.committed_pages();
-}
-
 bool PageHeapOwner::listable(PageIndex p) const {
-  if (p.value >= committed_bound()) return false;
+  if (p.value >= region_.committed_pages()) return false;
   heap::PageDesc d = region_.page(p);
   return d.block == p.value && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
          region_.block(p).owner_word.load(std::memory_order_acquire) == 0;
@@ -86,7 +80,7 @@ void PageHeapOwner::cut_list_locked(PageIndex* link) {
   lists_cut_.fetch_add(1, std::memory_order_relaxed);
   // The count is of listed blocks: recount what is left.
   uint32_t left = 0;
-  uint32_t bound = committed_bound();
+  uint32_t bound = region_.committed_pages();
   for (PageIndex head : abandoned_) {
     for (uint32_t steps = 0; head.value < bound && steps < bound; ++steps, ++left) head = region_.block(head).next;
   }
@@ -172,7 +166,7 @@ void PageHeapOwner::sweep_if_hinted_locked(uint32_t now) {
 void PageHeapOwner::sweep_abandoned_locked(uint32_t now) {
   // No list can hold more blocks than the region has pages: a walk past
   // that is going round a cycle.
-  uint32_t bound = committed_bound();
+  uint32_t bound = region_.committed_pages();
   for (PageIndex& head : abandoned_) {
     PageIndex* link = &head;
     for (uint32_t steps = 0; *link != kNoPage; ++steps) {
@@ -295,10 +289,6 @@ void PageHeapOwner::finish_purge_locked(heap::PurgeBatch* batch) {
   // The descriptors of a free run's inner pages are never read: give back
   // the table pages they fill, so metadata follows live data too. Under the
   // lock, since the merged runs are allocatable again.
-  // The tables' places as this process attached them (the header's offsets
-  // are memory clients write).
-  const uint64_t page_table = static_cast<uint64_t>(reinterpret_cast<char*>(region_.page_descs) - region_.base);
-  const uint64_t block_table = static_cast<uint64_t>(reinterpret_cast<char*>(region_.blocks) - region_.base);
   for (uint32_t i = 0; i < batch->count; ++i) {
     uint32_t first = batch->first[i].value, n = batch->pages[i].value;
     if (n < 3) continue;
@@ -307,8 +297,8 @@ void PageHeapOwner::finish_purge_locked(heap::PurgeBatch* batch) {
       size_t hi = (table + (first + n - 1) * entry) & ~(heap::kPageSize - 1);
       if (lo < hi) source_->discard(lo, hi - lo);
     };
-    discard_inner(page_table, sizeof(heap::PackedPageDesc));
-    discard_inner(block_table, sizeof(heap::BlockDesc));
+    discard_inner(region_.offset_in_mapping(region_.page_descs), sizeof(heap::PackedPageDesc));
+    discard_inner(region_.offset_in_mapping(region_.blocks), sizeof(heap::BlockDesc));
   }
 }
 

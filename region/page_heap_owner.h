@@ -96,7 +96,6 @@ class PageHeapOwner final : public heap::BlockSource {
   // Whether `p` may stand on an abandoned list: an ownerless segregated or
   // large block of the region.
   bool listable(heap::PageIndex p) const;
-  uint32_t committed_bound() const;
   // Cuts an abandoned list at `link` (a cycle or a link overwritten).
   void cut_list_locked(heap::PageIndex* link);
 
