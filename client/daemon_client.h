@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "region/region.h"
-#include "client/telemetry/sampler.h"
+#include "client/telemetry/sampling_default.h"
 
 namespace memd {
 

@@ -6,6 +6,9 @@
 
 #include "region/diag.h"
 #include "client/process_heap.h"
+#include "heap/heap_counters.h"
+#include "heap/inspect.h"
+#include "region/thread_heaps.h"
 
 namespace memd {
 
@@ -39,8 +42,10 @@ Heap::~Heap() {
   client::Arena::destroy(handle_.arena);
 }
 
+bool Heap::contains(const void* p) const { return handle_.arena->contains(p); }
+
 void* Heap::alloc(size_t size) noexcept {
-  heap::ThreadHeap* h = thread_heap();
+  heap::ThreadHeap* h = client::thread_heap(handle_);
   return h ? h->alloc(size) : nullptr;
 }
 
@@ -49,12 +54,12 @@ void* Heap::alloc_aligned(size_t size, size_t align) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  heap::ThreadHeap* h = thread_heap();
+  heap::ThreadHeap* h = client::thread_heap(handle_);
   return h ? h->alloc_aligned(size, align) : nullptr;
 }
 
 void* Heap::alloc_zeroed(size_t size) noexcept {
-  heap::ThreadHeap* h = thread_heap();
+  heap::ThreadHeap* h = client::thread_heap(handle_);
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
@@ -79,7 +84,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
     free(p);
     return nullptr;
   }
-  heap::ThreadHeap* h = thread_heap();
+  heap::ThreadHeap* h = client::thread_heap(handle_);
   if (h == nullptr) return nullptr;
   if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
     client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::resize", p,
@@ -108,7 +113,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
 void Heap::clear() { handle_.arena->clear(); }
 
 void Heap::compact() {
-  if (heap::ThreadHeap* h = thread_heap()) h->release_empty();
+  if (heap::ThreadHeap* h = client::thread_heap(handle_)) h->release_empty();
   handle_.arena->sweep_abandoned();
   handle_.arena->purge_all();
 }

@@ -10,10 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "region/thread_heaps.h"
-#include "heap/heap_counters.h"
-#include "heap/inspect.h"
+#include "heap/counter_snapshot.h"
 #include "heap/params.h"
+#include "heap/region_stats.h"
+#include "region/arena_handle.h"
 
 namespace memd {
 
@@ -70,11 +70,10 @@ class Heap {
   // The usable size of the live object starting at p; 0 if p is not one
   // (the checks free makes: safe while other threads work on the heap).
   size_t size(const void* p) const;
-  bool contains(const void* p) const { return handle_.arena->contains(p); }
+  bool contains(const void* p) const;
 
  private:
   Heap(client::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
-  heap::ThreadHeap* thread_heap() const { return client::thread_heap(handle_); }
 
   client::ArenaHandle handle_;
   bool owned_;

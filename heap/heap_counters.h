@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "heap/counter_snapshot.h"
 #include "heap/size_class.h"
 
 namespace memd::heap {
@@ -72,33 +73,23 @@ struct HeapCounters {
   std::atomic<uint64_t> samples{0};
 };
 
-// A plain copy, for sums across heaps.
-struct CounterSnapshot {
-  struct Class {
-    uint64_t allocs = 0, frees = 0;
-  } classes[kMaxSegregatedClasses];
-  struct Big {
-    uint64_t allocs = 0, frees = 0, alloc_bytes = 0, freed_bytes = 0;
-  } large, huge;
-  uint64_t samples = 0;
+// Adds one class's counts, and a heap's big-object counts, to a snapshot.
+inline void add_class_counts(CounterSnapshot* out, uint32_t cls, const ClassCount& c) {
+  out->classes[cls].allocs += c.allocs.load(std::memory_order_relaxed);
+  out->classes[cls].frees += c.frees.load(std::memory_order_relaxed);
+}
+inline void add_big_counts(CounterSnapshot::Big* out, const BigCount& c) {
+  out->allocs += c.allocs.load(std::memory_order_relaxed);
+  out->frees += c.frees.load(std::memory_order_relaxed);
+  out->alloc_bytes += c.alloc_bytes.load(std::memory_order_relaxed);
+  out->freed_bytes += c.freed_bytes.load(std::memory_order_relaxed);
+}
+inline void add_heap_counts(CounterSnapshot* out, const HeapCounters& c) {
+  add_big_counts(&out->large, c.large);
+  add_big_counts(&out->huge, c.huge);
+  out->samples += c.samples.load(std::memory_order_relaxed);
+}
 
-  void add_class(uint32_t cls, const ClassCount& c) {
-    classes[cls].allocs += c.allocs.load(std::memory_order_relaxed);
-    classes[cls].frees += c.frees.load(std::memory_order_relaxed);
-  }
-  void add(const HeapCounters& c) {
-    add_big(&large, c.large);
-    add_big(&huge, c.huge);
-    samples += c.samples.load(std::memory_order_relaxed);
-  }
-
- private:
-  static void add_big(Big* b, const BigCount& c) {
-    b->allocs += c.allocs.load(std::memory_order_relaxed);
-    b->frees += c.frees.load(std::memory_order_relaxed);
-    b->alloc_bytes += c.alloc_bytes.load(std::memory_order_relaxed);
-    b->freed_bytes += c.freed_bytes.load(std::memory_order_relaxed);
-  }
-};
+static_assert(kCounterClassSlots == kMaxSegregatedClasses, "a snapshot holds every size class");
 
 }  // namespace memd::heap

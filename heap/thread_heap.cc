@@ -55,8 +55,8 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
 }
 
 void ThreadHeap::add_counters(CounterSnapshot* out) const {
-  for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) out->add_class(cls, lists_[cls].counts);
-  out->add(counters_);
+  for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) add_class_counts(out, cls, lists_[cls].counts);
+  add_heap_counts(out, counters_);
 }
 
 // --- owner lists (BlockDesc::prev/next) ---

@@ -29,9 +29,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "heap/heap_counters.h"
-#include "heap/inspect.h"
+#include "heap/counter_snapshot.h"
 #include "heap/params.h"
+#include "heap/region_stats.h"
 
 namespace memd {
 

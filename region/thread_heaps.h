@@ -8,19 +8,13 @@
 #include <cstdint>
 
 #include "region/arena.h"
+#include "region/arena_handle.h"
 #include "region/thread_heap_host.h"
 #include "heap/thread_heap.h"
 
 namespace memd::client {
 
 inline constexpr uint32_t kMaxArenas = 64;
-
-struct ArenaHandle {
-  ThreadHeapHost* host = nullptr;
-  Arena* arena = nullptr;  // the private arena behind `host`, if it is one
-  uint32_t id = 0;
-  uint32_t generation = 0;
-};
 
 struct ThreadHeapEntry {
   uint32_t generation;

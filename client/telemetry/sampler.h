@@ -10,13 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "client/telemetry/sampling_default.h"
 #include "client/telemetry/telemetry_abi.h"
 
 namespace memd::client::telemetry {
-
-// The mean bytes between samples unless a client or MEMD_SAMPLE_BYTES says
-// otherwise (Go's and jemalloc's choice; TCMalloc takes 2 MiB).
-inline constexpr uint64_t kDefaultSampleBytes = uint64_t{512} << 10;
 
 // Turns sampling on for every heap of this copy of the library, one sample
 // per `period_bytes` allocated on average; 0 turns it off.

@@ -15,6 +15,7 @@
 #include "client/heap.h"
 #include "client/telemetry/sampler.h"
 #include "heap/sampling.h"
+#include "heap/size_class.h"
 
 namespace memd {
 namespace {

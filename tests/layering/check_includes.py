@@ -7,14 +7,25 @@ tools may include only the region headers that say what a region is to its
 owner -- never what a region is made of (region/region_impl.h, the
 thread-heap pool, the arena, the page-heap owner, a client's leased
 blocks), so that the daemon holds a region through Region's own calls --
-and nothing of client/ (libmemd's process heap and daemon client). Exits 1
-naming every include that breaks a rule, with its file and line.
+and nothing of client/ (libmemd's process heap and daemon client). The
+public headers (what a program using memd includes, and what an install
+puts in place) include only each other, the C and C++ standard libraries
+and Abseil: never the heap's internals. Exits 1 naming every include that
+breaks a rule, with its file and line.
 
     python3 tests/layering/check_includes.py <repository root>
+    python3 tests/layering/check_includes.py <repository root> --compile CXX [FLAG...]
+
+With --compile, also copies the public headers alone into a scratch
+directory and compiles each there by itself: a public header that needs
+anything else fails to compile.
 """
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 # Folders of first-party code each folder may include from ("absl", "grpc",
 # "memd" (generated protobuf) and other third-party prefixes are not ours).
@@ -37,6 +48,18 @@ REGION_HEADERS_FOR_SERVERS = {
 }
 # A region's internals: only region/ itself (and tests) include these.
 REGION_PRIVATE = {"region/region_impl.h", "region/region_internals.h"}
+# The public headers: the C API, the C++ API (the process heap, regions,
+# offset pointers and allocators, the daemon client) and the plain structs
+# they return.
+PUBLIC_HEADERS = {
+    "client/memd.h", "client/memd_region.h",
+    "client/heap.h", "client/allocators.h", "client/daemon_client.h",
+    "client/telemetry/sampling_default.h",
+    "region/region.h", "region/offset_ptr.h", "region/region_allocator.h", "region/arena_handle.h",
+    "heap/params.h", "heap/region_stats.h", "heap/counter_snapshot.h",
+}
+# Third-party headers a public header may include (besides <...> ones).
+PUBLIC_MAY_USE = ("absl/",)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -67,9 +90,59 @@ def violations(root):
                                    f"(allowed of region/: {', '.join(sorted(REGION_HEADERS_FOR_SERVERS))})")
 
 
+def public_violations(root):
+    for rel in sorted(PUBLIC_HEADERS):
+        path = os.path.join(root, rel)
+        if not os.path.exists(path):
+            yield f"{rel}: listed as public but missing"
+            continue
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if m and m.group(1) not in PUBLIC_HEADERS and not m.group(1).startswith(PUBLIC_MAY_USE):
+                    yield (f"{rel}:{n}: a public header may not include {m.group(1)} "
+                           f"(not public: a program using memd would need the internals)")
+
+
+def compile_violations(root, compiler):
+    """Each public header, alone in a tree of the public headers, compiles."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for rel in PUBLIC_HEADERS:
+            os.makedirs(os.path.join(scratch, os.path.dirname(rel)), exist_ok=True)
+            shutil.copy(os.path.join(root, rel), os.path.join(scratch, rel))
+        for rel in sorted(PUBLIC_HEADERS):
+            c = rel in ("client/memd.h", "client/memd_region.h")
+            source = os.path.join(scratch, "use.c" if c else "use.cc")
+            with open(source, "w", encoding="utf-8") as f:
+                f.write(f'#include "{rel}"\n')
+            command = list(compiler)
+            if c:  # the C API compiles as C too
+                command = [command[0], "-x", "c", "-std=c11"] + command[1:]
+            else:
+                command = [command[0], "-std=c++20"] + command[1:]
+            run = subprocess.run(command + ["-fsyntax-only", "-I", scratch, source],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                lines = run.stderr.strip().splitlines()
+                first = next((l for l in lines if "error" in l), lines[0] if lines else "(no message)")
+                first = first.replace(scratch + os.sep, "")
+                yield f"{rel}: does not compile with only the public headers: {first}"
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    bad = list(violations(root))
+    args = sys.argv[1:]
+    compiler = None
+    if "--compile" in args:
+        i = args.index("--compile")
+        compiler = args[i + 1:]
+        args = args[:i]
+        if not compiler:
+            print("check_includes: --compile needs a compiler")
+            return 2
+    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..")
+    bad = list(violations(root)) + list(public_violations(root))
+    if compiler and not bad:
+        bad += list(compile_violations(root, compiler))
     for v in bad:
         print(v)
     if bad:
