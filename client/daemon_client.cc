@@ -10,7 +10,7 @@
 
 namespace memd {
 
-std::string Client::default_socket() { return client::client_socket_path(); }
+std::string Client::default_socket() { return region::client_socket_path(); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) {
   absl::StatusOr<std::shared_ptr<client::DaemonConnection>> c = client::DaemonConnection::connect(options);
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, cons
                                             resp.method(), ", which this client does not know"));
   }
   if (options.read_only) return Region::attach(resp.object_path(), *d, "", true, *m);
-  client::ClientLease lease{resp.lease_slot(), resp.holder(), resp.stash_owner()};
+  region::ClientLease lease{resp.lease_slot(), resp.holder(), resp.stash_owner()};
   auto channel = std::make_unique<client::GrpcLeaseChannel>(connection_, std::string(name), lease, resp.handle());
   client::RegionLink* link = channel->link();
   absl::StatusOr<std::unique_ptr<Region>> region = Region::attach_leased(resp.object_path(), *d, *m, std::move(channel), lease);

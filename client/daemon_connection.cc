@@ -117,7 +117,7 @@ absl::Status DaemonConnection::open_session() {
   v1::SessionRequest req;
   v1::Hello* hello = req.mutable_hello();
   hello->set_pid(getpid());
-  hello->set_start_time(process_start_time(getpid()));
+  hello->set_start_time(region::process_start_time(getpid()));
   hello->set_program(options_.program);
   hello->set_client_version(1);
   hello->set_image_id(image_id());

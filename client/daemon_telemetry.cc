@@ -23,7 +23,7 @@ constexpr size_t kReportEventCapacity = 2 * telemetry::kSampleBufferEvents;
 }  // namespace
 
 void apply_telemetry_environment(TelemetryOptions* t) {
-  TelemetrySettings env = telemetry_settings();
+  region::TelemetrySettings env = region::telemetry_settings();
   if (env.enabled >= 0) t->enabled = env.enabled != 0;
   if (env.sample_bytes >= 0) t->sample_bytes = static_cast<uint64_t>(env.sample_bytes);
   if (env.interval_ms > 0) t->interval = std::chrono::milliseconds(env.interval_ms);

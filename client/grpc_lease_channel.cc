@@ -28,7 +28,7 @@ constexpr size_t kMaxAbandoned = 64;
 }  // namespace
 
 GrpcLeaseChannel::GrpcLeaseChannel(std::shared_ptr<DaemonConnection> connection, std::string region,
-                                   const ClientLease& lease, uint32_t handle)
+                                   const region::ClientLease& lease, uint32_t handle)
     : connection_(std::move(connection)), lease_(lease) {
   link_.name = std::move(region);
   link_.slot = lease.slot;
@@ -96,7 +96,7 @@ absl::Status GrpcLeaseChannel::invoke(Change change, Call call) {
   return from_grpc(last);
 }
 
-absl::StatusOr<ClientLease> GrpcLeaseChannel::hello(pid_t, uint64_t) { return lease_; }
+absl::StatusOr<region::ClientLease> GrpcLeaseChannel::hello(pid_t, uint64_t) { return lease_; }
 
 absl::StatusOr<uint32_t> GrpcLeaseChannel::lease(heap::PageKind kind, uint16_t cls, heap::OwnerId owner,
                                                  uint32_t count, heap::AcquiredBlock* out) {

@@ -19,13 +19,13 @@
 
 namespace memd::client {
 
-class GrpcLeaseChannel final : public LeaseChannel {
+class GrpcLeaseChannel final : public region::LeaseChannel {
  public:
-  GrpcLeaseChannel(std::shared_ptr<DaemonConnection> connection, std::string region, const ClientLease& lease,
+  GrpcLeaseChannel(std::shared_ptr<DaemonConnection> connection, std::string region, const region::ClientLease& lease,
                    uint32_t handle);
   ~GrpcLeaseChannel() override;  // closes the region with the daemon
 
-  absl::StatusOr<ClientLease> hello(pid_t pid, uint64_t start_time) override;
+  absl::StatusOr<region::ClientLease> hello(pid_t pid, uint64_t start_time) override;
   absl::StatusOr<uint32_t> lease(heap::PageKind kind, uint16_t cls, heap::OwnerId owner, uint32_t count,
                                  heap::AcquiredBlock* out) override;
   absl::Status give_back(const heap::PageIndex* blocks, uint32_t n) override;
@@ -59,7 +59,7 @@ class GrpcLeaseChannel final : public LeaseChannel {
   std::atomic<uint64_t> next_request_{1};
   std::mutex abandoned_mu_;
   std::vector<uint64_t> abandoned_;  // grants whose answer never came, oldest first
-  ClientLease lease_;
+  region::ClientLease lease_;
   RegionLink link_;
 };
 

@@ -13,19 +13,19 @@
 namespace memd {
 
 absl::StatusOr<std::unique_ptr<Heap>> Heap::create(const HeapOptions& options) {
-  client::ArenaOptions arena_options;
+  region::ArenaOptions arena_options;
   arena_options.reserve_bytes = options.reserve_bytes;
   arena_options.max_threads = options.max_threads;
   arena_options.params = options.params;
-  client::Arena* arena = client::Arena::create(arena_options);
+  region::Arena* arena = region::Arena::create(arena_options);
   if (arena == nullptr) {
     int e = errno;
     if (e == EINVAL) return absl::InvalidArgumentError("invalid heap options (size boundaries or thread count)");
     return absl::ResourceExhaustedError(std::string("cannot reserve the heap: ") + std::strerror(e));
   }
-  client::ArenaHandle handle;
-  if (!client::register_arena(arena, &handle)) {
-    client::Arena::destroy(arena);
+  region::ArenaHandle handle;
+  if (!region::register_arena(arena, &handle)) {
+    region::Arena::destroy(arena);
     return absl::ResourceExhaustedError("too many heaps in this process");
   }
   return std::unique_ptr<Heap>(new Heap(handle, true));
@@ -38,14 +38,14 @@ Heap& Heap::process() {
 
 Heap::~Heap() {
   if (!owned_) return;
-  client::unregister_arena(handle_);
-  client::Arena::destroy(handle_.arena);
+  region::unregister_arena(handle_);
+  region::Arena::destroy(handle_.arena);
 }
 
 bool Heap::contains(const void* p) const { return handle_.arena->contains(p); }
 
 void* Heap::alloc(size_t size) noexcept {
-  heap::ThreadHeap* h = client::thread_heap(handle_);
+  heap::ThreadHeap* h = region::thread_heap(handle_);
   return h ? h->alloc(size) : nullptr;
 }
 
@@ -54,26 +54,26 @@ void* Heap::alloc_aligned(size_t size, size_t align) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  heap::ThreadHeap* h = client::thread_heap(handle_);
+  heap::ThreadHeap* h = region::thread_heap(handle_);
   return h ? h->alloc_aligned(size, align) : nullptr;
 }
 
 void* Heap::alloc_zeroed(size_t size) noexcept {
-  heap::ThreadHeap* h = client::thread_heap(handle_);
+  heap::ThreadHeap* h = region::thread_heap(handle_);
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
 void Heap::free(void* p) noexcept {
   if (p == nullptr) return;
   if (!contains(p)) {
-    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::free", p,
+    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Heap::free", p,
                               __builtin_return_address(0));
     return;
   }
-  heap::FreeStatus s = client::thread_heap_or_stranger(handle_)->free(p);
+  heap::FreeStatus s = region::thread_heap_or_stranger(handle_)->free(p);
   if (s != heap::FreeStatus::kOk) {
-    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
-                                                                 : client::HeapError::kInvalidPointer,
+    region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
+                                                                 : region::HeapError::kInvalidPointer,
                               "memd::Heap::free", p, __builtin_return_address(0));
   }
 }
@@ -84,10 +84,10 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
     free(p);
     return nullptr;
   }
-  heap::ThreadHeap* h = client::thread_heap(handle_);
+  heap::ThreadHeap* h = region::thread_heap(handle_);
   if (h == nullptr) return nullptr;
   if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
-    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Heap::resize", p,
+    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Heap::resize", p,
                               __builtin_return_address(0));
     errno = EINVAL;
     return nullptr;
@@ -113,7 +113,7 @@ void* Heap::resize(void* p, size_t size, unsigned flags) noexcept {
 void Heap::clear() { handle_.arena->clear(); }
 
 void Heap::compact() {
-  if (heap::ThreadHeap* h = client::thread_heap(handle_)) h->release_empty();
+  if (heap::ThreadHeap* h = region::thread_heap(handle_)) h->release_empty();
   handle_.arena->sweep_abandoned();
   handle_.arena->purge_all();
 }
@@ -140,7 +140,7 @@ size_t Heap::size(const void* p) const {
   // The checks free() makes (object start, free tag, chunk state): safe while
   // other threads allocate and free around p, unlike a walk of free lists.
   if (!contains(p)) return 0;
-  heap::ThreadHeap* h = client::thread_heap_or_stranger(handle_);
+  heap::ThreadHeap* h = region::thread_heap_or_stranger(handle_);
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
 

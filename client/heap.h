@@ -73,9 +73,9 @@ class Heap {
   bool contains(const void* p) const;
 
  private:
-  Heap(client::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
+  Heap(region::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
 
-  client::ArenaHandle handle_;
+  region::ArenaHandle handle_;
   bool owned_;
 };
 

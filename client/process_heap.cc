@@ -10,7 +10,7 @@
 namespace memd::client {
 namespace {
 
-constinit ArenaHandle process_handle{};
+constinit region::ArenaHandle process_handle{};
 constinit std::atomic<bool> created{false};
 constinit bool failed = false;  // under create_lock: no second try
 constinit pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,22 +32,22 @@ constexpr size_t kMinProcessReserve = size_t{256} << 20;
 
 constinit ProcessSpan process_span;
 
-const ArenaHandle& process_arena() {
+const region::ArenaHandle& process_arena() {
   if (__builtin_expect(created.load(std::memory_order_acquire), 1)) return process_handle;
   pthread_mutex_lock(&create_lock);
   if (!created.load(std::memory_order_relaxed) && !failed) {
-    ArenaOptions options = process_arena_options();
-    Arena* arena = Arena::create(options);
+    region::ArenaOptions options = region::process_arena_options();
+    region::Arena* arena = region::Arena::create(options);
     // Address space may be limited (ulimit -v, a container, valgrind): a
     // smaller heap beats none. Halve down to kMinProcessReserve.
     while (arena == nullptr && options.reserve_bytes / 2 >= kMinProcessReserve) {
       options.reserve_bytes /= 2;
-      arena = Arena::create(options);
-      if (arena != nullptr) report_reserve_reduced(options.reserve_bytes);
+      arena = region::Arena::create(options);
+      if (arena != nullptr) region::report_reserve_reduced(options.reserve_bytes);
     }
-    ArenaHandle handle;
+    region::ArenaHandle handle;
     failed = arena == nullptr;
-    if (arena != nullptr && register_arena(arena, &handle, /*process=*/true)) {
+    if (arena != nullptr && region::register_arena(arena, &handle, /*process=*/true)) {
       process_handle = handle;
       process_span.bytes.store(arena->region().data_bytes, std::memory_order_relaxed);
       process_span.data.store(reinterpret_cast<uintptr_t>(arena->region().data), std::memory_order_relaxed);
@@ -61,7 +61,7 @@ const ArenaHandle& process_arena() {
   return process_handle;
 }
 
-const ArenaHandle* process_arena_if_created() {
+const region::ArenaHandle* process_arena_if_created() {
   return created.load(std::memory_order_acquire) ? &process_handle : nullptr;
 }
 

@@ -12,10 +12,10 @@ namespace memd::client {
 
 // The process arena's handle; arena == nullptr (errno set) if it could not be
 // created.
-const ArenaHandle& process_arena();
+const region::ArenaHandle& process_arena();
 
 // Whether the process arena exists yet (no creation).
-const ArenaHandle* process_arena_if_created();
+const region::ArenaHandle* process_arena_if_created();
 
 // The process arena's data span, for a quick "is this ours" test: zero
 // until the arena exists. Relaxed reads are enough: a stale zero only sends

@@ -23,7 +23,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 DaemonConfig embedded_defaults() {
   DaemonConfig c;
-  c.socket_path = client::daemon_socket_path();  // libmemd's default too
+  c.socket_path = region::daemon_socket_path();  // libmemd's default too
   c.data_dir = env_or("MEMD_DATA_DIR", "./run/data");
   return c;
 }
@@ -79,7 +79,7 @@ const std::vector<Key>& keys() {
        },
        [](const DaemonConfig& c) { return c.log_level; }},
       {"region-bytes", "default reservation of a new region (e.g. 1G)",
-       [](DaemonConfig& c, std::string_view v) { return client::parse_bytes(v, &c.region_bytes) && c.region_bytes > 0; },
+       [](DaemonConfig& c, std::string_view v) { return region::parse_bytes(v, &c.region_bytes) && c.region_bytes > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.region_bytes); }},
       {"region-clients", "default processes attached to a region at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.region_clients) && c.region_clients > 0; },
@@ -88,7 +88,7 @@ const std::vector<Key>& keys() {
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.region_threads) && c.region_threads > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.region_threads); }},
       {"max-region-bytes", "the largest reservation a client may ask for",
-       [](DaemonConfig& c, std::string_view v) { return client::parse_bytes(v, &c.max_region_bytes) && c.max_region_bytes > 0; },
+       [](DaemonConfig& c, std::string_view v) { return region::parse_bytes(v, &c.max_region_bytes) && c.max_region_bytes > 0; },
        [](const DaemonConfig& c) { return std::to_string(c.max_region_bytes); }},
       {"max-regions", "regions the daemon serves at once",
        [](DaemonConfig& c, std::string_view v) { return parse_uint(v, &c.max_regions) && c.max_regions > 0; },
@@ -126,12 +126,12 @@ const std::vector<Key>& keys() {
        [](const DaemonConfig& c) { return std::to_string(c.drain_timeout_s); }},
       {"telemetry-bytes-per-session", "bytes of telemetry samples and symbols kept per client session (e.g. 8M)",
        [](DaemonConfig& c, std::string_view v) {
-         return client::parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
+         return region::parse_bytes(v, &c.telemetry_bytes_per_session) && c.telemetry_bytes_per_session > 0;
        },
        [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_session); }},
       {"telemetry-bytes-per-uid", "bytes of telemetry samples and symbols kept for all sessions of one user (e.g. 64M)",
        [](DaemonConfig& c, std::string_view v) {
-         return client::parse_bytes(v, &c.telemetry_bytes_per_uid) && c.telemetry_bytes_per_uid > 0;
+         return region::parse_bytes(v, &c.telemetry_bytes_per_uid) && c.telemetry_bytes_per_uid > 0;
        },
        [](const DaemonConfig& c) { return std::to_string(c.telemetry_bytes_per_uid); }},
       {"checkpoint-on-exit", "make file regions durable at shutdown (true/false)",

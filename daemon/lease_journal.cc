@@ -116,7 +116,7 @@ void LeaseJournal::begin(uint32_t i, uint64_t request, JournalOp op, const uint3
   in.request = 0;  // while it is being written, no intent
   in.slot = i;
   in.op = static_cast<uint8_t>(op);
-  in.count = n < client::kMaxReleaseBatch ? n : client::kMaxReleaseBatch;
+  in.count = n < region::kMaxReleaseBatch ? n : region::kMaxReleaseBatch;
   if (in.count != 0) std::memcpy(in.pages, pages, in.count * sizeof(uint32_t));
   __atomic_store_n(&in.request, request == 0 ? ~uint64_t{0} : request, __ATOMIC_RELEASE);
 }

@@ -44,14 +44,14 @@ struct JournalEntry {
   uint32_t zeroed;    // bit i: pages[i] reads as zeros
   uint32_t adopted;   // bit i: pages[i] was adopted
   uint32_t pad2;
-  uint32_t pages[client::kMaxLeaseBatch];
+  uint32_t pages[region::kMaxLeaseBatch];
 };
 static_assert(sizeof(JournalEntry) == 160);
 
 // The pages an entry names, as the lease service takes them.
 inline std::vector<heap::PageIndex> pages_of(const JournalEntry& e) {
   std::vector<heap::PageIndex> out;
-  for (uint32_t i = 0; i < e.count && i < client::kMaxLeaseBatch; ++i) out.push_back(heap::PageIndex{e.pages[i]});
+  for (uint32_t i = 0; i < e.count && i < region::kMaxLeaseBatch; ++i) out.push_back(heap::PageIndex{e.pages[i]});
   return out;
 }
 
@@ -63,7 +63,7 @@ struct JournalIntent {
   uint8_t pad[3];
   uint32_t count;     // pages below: a release's blocks, a lease's grant so far
   uint32_t pad2;
-  uint32_t pages[client::kMaxReleaseBatch];
+  uint32_t pages[region::kMaxReleaseBatch];
 };
 
 class LeaseJournal {

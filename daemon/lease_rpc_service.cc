@@ -95,7 +95,7 @@ grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseReque
           }
           count = static_cast<uint32_t>(std::min<uint64_t>(count, quota - held));
         }
-        heap::AcquiredBlock blocks[client::kMaxLeaseBatch];
+        heap::AcquiredBlock blocks[region::kMaxLeaseBatch];
         absl::StatusOr<uint32_t> n = t->region->leases()->lease(
             t->slot, kind, static_cast<uint16_t>(req->size_class()), req->owner(), count, blocks);
         if (!n.ok()) return n.status();

@@ -102,7 +102,7 @@ void collect_regions(DaemonState* state, Families* f) {
     for (uint32_t i = 0; i < h.max_clients; ++i) {
       Region::LeaseSlotFacts s = r->owner->lease_slot(i);
       leased += r->leases()->blocks_held(i);  // the daemon's ledger, not the writable lease table
-      if (s.active && client::process_start_time(s.pid) != s.start_time) ++dead;
+      if (s.active && region::process_start_time(s.pid) != s.start_time) ++dead;
     }
     f->gauge("memd_region_blocks", "Blocks by state: leased to clients, abandoned (waiting for adoption).",
              {{"region", r->record.name}, {"state", "leased"}}, static_cast<double>(leased));

@@ -48,7 +48,7 @@ struct ServedRegion {
   std::string damage;
   std::atomic<bool> damaged{false};
 
-  client::LeaseService* leases() const { return owner->lease_service(); }
+  region::LeaseService* leases() const { return owner->lease_service(); }
 
   // What every call that touches the region's memory asks first and, if it
   // touched it, again afterwards: OK while the region is served; NOT_FOUND

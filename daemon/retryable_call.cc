@@ -12,7 +12,7 @@ namespace {
 bool grants(JournalOp op) { return op == JournalOp::kLease || op == JournalOp::kLeaseRun; }
 
 // Gives back what `grant` granted, which its client never received.
-absl::Status undo_grant(client::LeaseService* leases, uint32_t slot, const JournalEntry& grant) {
+absl::Status undo_grant(region::LeaseService* leases, uint32_t slot, const JournalEntry& grant) {
   if (grant.count == 0) return absl::OkStatus();
   if (static_cast<JournalOp>(grant.op) == JournalOp::kLeaseRun) {
     return leases->take_back_run(slot, heap::PageIndex{grant.pages[0]});
@@ -27,7 +27,7 @@ absl::Status run_retryable(ServedRegion& region, const RetryableCall& call,
                            absl::FunctionRef<absl::Status(JournalEntry&)> apply,
                            absl::FunctionRef<absl::Status(const JournalEntry&)> replay) {
   LeaseJournal* journal = region.journal.get();
-  client::LeaseService* leases = region.leases();
+  region::LeaseService* leases = region.leases();
   if (call.abandon_count > kMaxAbandoned) {
     return absl::InvalidArgumentError(
         absl::StrCat(call.abandon_count, " requests abandoned in one call (at most ", kMaxAbandoned, ")"));
@@ -89,7 +89,7 @@ void finish_interrupted_call(ServedRegion& region) {
   if (journal == nullptr || region.owner == nullptr) return;
   const JournalIntent* in = journal->leftover();
   if (in == nullptr) return;
-  client::LeaseService* leases = region.leases();
+  region::LeaseService* leases = region.leases();
   JournalOp op = static_cast<JournalOp>(in->op);
   uint64_t request = in->request == ~uint64_t{0} ? 0 : in->request;
   JournalEntry answered;
@@ -98,7 +98,7 @@ void finish_interrupted_call(ServedRegion& region) {
     return;
   }
   std::vector<heap::PageIndex> pages;
-  for (uint32_t i = 0; i < in->count && i < client::kMaxReleaseBatch; ++i) pages.push_back(heap::PageIndex{in->pages[i]});
+  for (uint32_t i = 0; i < in->count && i < region::kMaxReleaseBatch; ++i) pages.push_back(heap::PageIndex{in->pages[i]});
   JournalEntry entry{};
   entry.request = request;
   entry.op = in->op;

@@ -11,7 +11,7 @@ namespace memd::daemon {
 namespace {
 
 
-bool alive(pid_t pid, uint64_t start_time) { return client::process_start_time(pid) == start_time; }
+bool alive(pid_t pid, uint64_t start_time) { return region::process_start_time(pid) == start_time; }
 
 // How often orphaned leases are looked at: a dead client's blocks are
 // abandoned well within a second of its death.
@@ -40,7 +40,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::open(const Peer& peer, co
     return absl::PermissionDeniedError(absl::StrCat("the hello claims pid ", hello.pid(), " but the connection is pid ",
                                                     peer.pid, " (SO_PEERCRED)"));
   }
-  if (hello.start_time() == 0 || client::process_start_time(peer.pid) != hello.start_time()) {
+  if (hello.start_time() == 0 || region::process_start_time(peer.pid) != hello.start_time()) {
     return absl::PermissionDeniedError(absl::StrCat("start time ", hello.start_time(), " is not that of pid ", peer.pid));
   }
   if (hello.client_version() != 1) {
@@ -147,7 +147,7 @@ absl::StatusOr<Attachment> SessionTable::attach(Session& s, const std::shared_pt
     std::lock_guard<std::mutex> rg(region->lock);
     if (absl::Status u = region->usable(); !u.ok()) return u;
     if (!read_only) {
-      absl::StatusOr<client::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
+      absl::StatusOr<region::ClientLease> lease = region->leases()->register_client(s.peer.pid, s.start_time);
       if (!lease.ok()) return lease.status();
       a.slot = lease->slot;
       // Request ids start again with the new lease: no answer of the

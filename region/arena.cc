@@ -7,7 +7,7 @@
 
 #include "heap/region_format.h"
 
-namespace memd::client {
+namespace memd::region {
 
 Arena* Arena::create(const ArenaOptions& options) {
   if (!heap::params_valid(options.params) || options.max_threads == 0 ||
@@ -45,4 +45,4 @@ void Arena::clear() {
   pages_.free_everything();
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

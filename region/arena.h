@@ -17,7 +17,7 @@
 #include "heap/params.h"
 #include "heap/size_class.h"
 
-namespace memd::client {
+namespace memd::region {
 
 struct ArenaOptions {
   size_t reserve_bytes = size_t{64} << 30;  // address space; memory is committed as used
@@ -62,4 +62,4 @@ class Arena final : public ThreadHeapHost {
   ThreadHeapPool threads_;
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

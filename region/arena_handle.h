@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace memd::client {
+namespace memd::region {
 
 class ThreadHeapHost;
 class Arena;
@@ -17,4 +17,4 @@ struct ArenaHandle {
   uint32_t generation = 0;
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -9,7 +9,7 @@
 
 #include "region/options.h"
 
-namespace memd::client {
+namespace memd::region {
 namespace {
 
 std::atomic<unsigned long> errors{0};
@@ -109,4 +109,4 @@ void report_reserve_reduced(size_t bytes) {
 
 unsigned long error_count() { return errors.load(std::memory_order_relaxed); }
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace memd::client {
+namespace memd::region {
 
 enum class HeapError { kInvalidPointer, kDoubleFree };
 
@@ -29,4 +29,4 @@ void report_roots_lock_timeout(const char* region, uint64_t ms);
 // (unless MEMD_QUIET=1): the process heap got less than it asked for.
 void report_reserve_reduced(size_t bytes);
 
-}  // namespace memd::client
+}  // namespace memd::region

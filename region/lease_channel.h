@@ -13,7 +13,7 @@
 #include "region/lease_service.h"
 #include "heap/block_source.h"
 
-namespace memd::client {
+namespace memd::region {
 
 class LeaseChannel {
  public:
@@ -27,4 +27,4 @@ class LeaseChannel {
   virtual absl::StatusOr<bool> resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) = 0;
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -14,7 +14,7 @@
 #include "heap/recovery.h"
 #include "heap/remote_free.h"
 
-namespace memd::client {
+namespace memd::region {
 
 using heap::AcquiredBlock;
 using heap::LeaseSlot;
@@ -540,4 +540,4 @@ bool LeaseService::check(char* message, size_t message_size) const {
   return true;
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

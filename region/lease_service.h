@@ -35,7 +35,7 @@
 #include "heap/block_source.h"
 #include "heap/layout.h"
 
-namespace memd::client {
+namespace memd::region {
 
 struct ClientLease {
   uint32_t slot = 0;          // lease slot
@@ -146,4 +146,4 @@ class LeaseService {
 // pid, it names a process uniquely.
 uint64_t process_start_time(pid_t pid);
 
-}  // namespace memd::client
+}  // namespace memd::region

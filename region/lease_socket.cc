@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "region/lease_wire.h"
 
-namespace memd::client {
+namespace memd::region {
 
 using lease_wire::make_address;
 using lease_wire::Op;
@@ -140,4 +140,4 @@ absl::StatusOr<bool> SocketLeaseChannel::resize_huge(heap::PageIndex first, heap
   return resp.a != 0;
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

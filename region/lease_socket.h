@@ -22,7 +22,7 @@
 #include "region/lease_channel.h"
 #include "region/lease_service.h"
 
-namespace memd::client {
+namespace memd::region {
 
 namespace lease_wire {
 struct Request;
@@ -98,4 +98,4 @@ class SocketLeaseServer {
   std::atomic<uint32_t> clients_{0};
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -18,7 +18,7 @@
 #include "region/lease_socket.h"
 #include "region/lease_wire.h"
 
-namespace memd::client {
+namespace memd::region {
 
 using lease_wire::Op;
 using lease_wire::Request;
@@ -364,4 +364,4 @@ void SocketLeaseServer::Loop::drop_stalled(Clock::time_point now) {
   for (int fd : stalled) drop(fd);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace memd::client::lease_wire {
+namespace memd::region::lease_wire {
 
 absl::Status make_address(std::string_view path, sockaddr_un* addr) {
   std::memset(addr, 0, sizeof *addr);
@@ -32,4 +32,4 @@ absl::Status status_of(const Response& r) {
                       std::string(r.message, strnlen(r.message, sizeof r.message)));
 }
 
-}  // namespace memd::client::lease_wire
+}  // namespace memd::region::lease_wire

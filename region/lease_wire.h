@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "region/lease_service.h"
 
-namespace memd::client::lease_wire {
+namespace memd::region::lease_wire {
 
 enum class Op : uint32_t { kHello = 1, kLease, kGiveBack, kAcquireHuge, kReleaseHuge, kResizeHuge };
 inline constexpr uint32_t kMagic = 0x6d6c7331;  // "mls1"
@@ -46,4 +46,4 @@ absl::Status make_address(std::string_view path, sockaddr_un* addr);
 void set_status(Response* r, const absl::Status& s);
 absl::Status status_of(const Response& r);
 
-}  // namespace memd::client::lease_wire
+}  // namespace memd::region::lease_wire

@@ -6,7 +6,7 @@
 
 #include "heap/remote_free.h"
 
-namespace memd::client {
+namespace memd::region {
 
 using heap::AcquiredBlock;
 using heap::PageIndex;
@@ -187,4 +187,4 @@ void LeasedBlocks::return_all() {
   pthread_mutex_unlock(&lock_);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

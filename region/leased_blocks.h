@@ -18,7 +18,7 @@
 #include "heap/layout.h"
 #include "heap/size_class.h"
 
-namespace memd::client {
+namespace memd::region {
 
 class LeasedBlocks final : public heap::BlockSource {
  public:
@@ -110,4 +110,4 @@ class LeasedBlocks final : public heap::BlockSource {
   void flush_abandoned_locked();
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

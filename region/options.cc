@@ -10,7 +10,7 @@
 
 #include "region/diag.h"
 
-namespace memd::client {
+namespace memd::region {
 namespace {
 
 struct Option {
@@ -185,4 +185,4 @@ bool parse_bytes(std::string_view text, uint64_t* out) {
   return true;
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

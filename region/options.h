@@ -9,7 +9,7 @@
 
 #include "region/arena.h"
 
-namespace memd::client {
+namespace memd::region {
 
 // Arena options for the process heap, from the environment.
 ArenaOptions process_arena_options();
@@ -62,4 +62,4 @@ inline constexpr char kSystemSocket[] = "/run/memd/memd.sock";
 // that has parsed (and reported) the settings already: parse, say nothing.
 void settings_reported_elsewhere();
 
-}  // namespace memd::client
+}  // namespace memd::region

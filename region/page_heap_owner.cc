@@ -14,7 +14,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-namespace memd::client {
+namespace memd::region {
 
 using heap::AcquiredBlock;
 using heap::BlockDesc;
@@ -402,4 +402,4 @@ void PageHeapOwner::free_everything() {
   maybe_purge_locked_then_unlock(now);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

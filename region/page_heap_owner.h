@@ -23,7 +23,7 @@
 #include "heap/page_heap.h"
 #include "heap/size_class.h"
 
-namespace memd::client {
+namespace memd::region {
 
 class PageHeapOwner final : public heap::BlockSource {
  public:
@@ -116,4 +116,4 @@ class PageHeapOwner final : public heap::BlockSource {
 // Monotonic milliseconds (coarse clock: a vDSO read, no syscall).
 uint32_t now_ms();
 
-}  // namespace memd::client
+}  // namespace memd::region

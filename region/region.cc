@@ -128,9 +128,9 @@ heap::Region attach_view(const SharedSource& source) {
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder);
 
 // A client's side: blocks come through the channel under `lease`.
-absl::Status start_leasing(RegionImpl* r, const client::ClientLease& lease) {
+absl::Status start_leasing(RegionImpl* r, const region::ClientLease& lease) {
   r->lease = lease;
-  r->leased = std::make_unique<client::LeasedBlocks>();
+  r->leased = std::make_unique<region::LeasedBlocks>();
   r->leased->init(r->region, r->channel.get(), r->lease);
   if (absl::Status s = attach_threads(r, r->leased.get(), r->lease.holder); !s.ok()) return s;
   r->pool.stranger()->set_claim_id(lease.stash);
@@ -142,7 +142,7 @@ absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_
   if (!impl->pool.init(impl->region, impl->classes.get(), source, holder)) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot map thread heaps: ", std::strerror(errno)));
   }
-  if (!client::register_host(&impl->pool, &impl->handle)) {
+  if (!region::register_host(&impl->pool, &impl->handle)) {
     return absl::ResourceExhaustedError("too many heaps and regions open in this process");
   }
   impl->registered = true;
@@ -163,7 +163,7 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   for (uint32_t i = 0; i < impl->region.max_clients; ++i) {
     const heap::LeaseSlot& l = impl->region.leases[i];
     if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
-    if (client::process_start_time(l.pid) != l.start_time) continue;
+    if (region::process_start_time(l.pid) != l.start_time) continue;
     if (kept == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           impl->name, ": a client of the previous owner is still running (pid ", l.pid,
@@ -172,7 +172,7 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
     live[i] = 1;
     kept->push_back(Region::KeptLease{i, l.pid, l.start_time});
   }
-  impl->pages = std::make_unique<client::PageHeapOwner>();
+  impl->pages = std::make_unique<region::PageHeapOwner>();
   impl->pages->init(impl->source.get(), impl->region);
   heap::RecoveryReport report;
   std::vector<heap::PageIndex> keep;
@@ -189,7 +189,7 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   h.owner_pid = getpid();
   h.generation.fetch_add(1);
   h.clean_close.store(0, std::memory_order_release);
-  impl->service = std::make_unique<client::LeaseService>(impl->pages.get());
+  impl->service = std::make_unique<region::LeaseService>(impl->pages.get());
   impl->service->rebuild_ledger();
   impl->keep_header_copy();
   if (!allocates) {
@@ -205,9 +205,9 @@ void RegionImpl::detach_all() {
   if (registered) {
     // Threads that used the region and are still alive lose their heaps;
     // the contract is that none of them uses the region any more.
-    client::detach_thread_heap(handle);
+    region::detach_thread_heap(handle);
     pool.for_each_attached([this](heap::ThreadHeap& h) { pool.detach_thread(&h); });
-    client::unregister_arena(handle);
+    region::unregister_arena(handle);
     registered = false;
   }
   if (leased) leased->return_all();
@@ -371,7 +371,7 @@ absl::Status upgrade_format(RegionImpl* r) {
   for (uint32_t i = 0; i < r->region.max_clients; ++i) {
     const heap::LeaseSlot& l = r->region.leases[i];
     if (l.state.load(std::memory_order_acquire) != heap::LeaseState::kActive || l.start_time == 0) continue;
-    if (client::process_start_time(l.pid) != l.start_time) continue;
+    if (region::process_start_time(l.pid) != l.start_time) continue;
     return absl::FailedPreconditionError(absl::StrCat(
         r->name, ": region format version ", h.version, " needs an upgrade to version ", heap::kFormatVersion,
         ", which cannot be made while a client of the previous owner still runs on it (pid ", l.pid, ")"));
@@ -418,7 +418,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::open_keeping_clients(std::string
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
 }
 
-client::LeaseService* Region::lease_service() const { return impl_->service.get(); }
+region::LeaseService* Region::lease_service() const { return impl_->service.get(); }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Discipline discipline,
                                                        std::string_view owner_socket, bool read_only,
@@ -434,10 +434,10 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
     r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
     return std::unique_ptr<Region>(new Region(std::move(*impl)));
   }
-  absl::StatusOr<std::unique_ptr<client::SocketLeaseChannel>> ch = client::SocketLeaseChannel::connect(owner_socket);
+  absl::StatusOr<std::unique_ptr<region::SocketLeaseChannel>> ch = region::SocketLeaseChannel::connect(owner_socket);
   if (!ch.ok()) return ch.status();
   r->channel = std::move(*ch);
-  absl::StatusOr<client::ClientLease> lease = r->channel->hello(getpid(), client::process_start_time(getpid()));
+  absl::StatusOr<region::ClientLease> lease = r->channel->hello(getpid(), region::process_start_time(getpid()));
   if (!lease.ok()) return lease.status();
   if (absl::Status s = start_leasing(r, *lease); !s.ok()) return s;
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
@@ -445,8 +445,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
 
 absl::StatusOr<std::unique_ptr<Region>> Region::attach_leased(std::string_view object, Discipline discipline,
                                                               Method method,
-                                                              std::unique_ptr<client::LeaseChannel> channel,
-                                                              const client::ClientLease& lease) {
+                                                              std::unique_ptr<region::LeaseChannel> channel,
+                                                              const region::ClientLease& lease) {
   uint64_t preferred = 0;
   absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, false, &preferred);
   if (!impl.ok()) return impl.status();
@@ -466,8 +466,8 @@ absl::Status Region::remove(std::string_view name, Discipline discipline) {
 absl::Status Region::serve(std::string_view path) {
   if (!impl_->owner()) return absl::FailedPreconditionError("only the region's owner serves leases");
   if (impl_->server) return absl::FailedPreconditionError("already serving");
-  absl::StatusOr<std::unique_ptr<client::SocketLeaseServer>> s =
-      client::SocketLeaseServer::start(path, impl_->service.get(), [this] { return backing_status(); });
+  absl::StatusOr<std::unique_ptr<region::SocketLeaseServer>> s =
+      region::SocketLeaseServer::start(path, impl_->service.get(), [this] { return backing_status(); });
   if (!s.ok()) return s.status();
   impl_->server = std::move(*s);
   return absl::OkStatus();

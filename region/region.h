@@ -101,11 +101,11 @@ struct RootInfo {
 };
 
 class RegionImpl;
-namespace client {
+namespace region {
 class LeaseChannel;
 class LeaseService;
 struct ClientLease;
-}  // namespace client
+}  // namespace region
 
 class Region {
  public:
@@ -139,8 +139,8 @@ class Region {
   // region lives). `object` is the name or path the owner gave.
   static absl::StatusOr<std::unique_ptr<Region>> attach_leased(std::string_view object, Discipline discipline,
                                                                Method method,
-                                                               std::unique_ptr<client::LeaseChannel> channel,
-                                                               const client::ClientLease& lease);
+                                                               std::unique_ptr<region::LeaseChannel> channel,
+                                                               const region::ClientLease& lease);
   // Attaches to a region whose owner serves leases on `owner_socket`.
   // `read_only`: map without write access; alloc and free then fail (EROFS).
   static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
@@ -244,7 +244,7 @@ class Region {
   void set_event_handler(RegionEventHandler handler, void* context);
 
   // Owner only: the service that answers client processes' lease requests.
-  client::LeaseService* lease_service() const;
+  region::LeaseService* lease_service() const;
 
   bool is_owner() const;
   bool read_only() const;

@@ -58,15 +58,15 @@ void Region::free(void* p) noexcept {
   }
   if (!contains(p)) {
     impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
-    client::report_heap_error(client::HeapError::kInvalidPointer, "memd::Region::free", p,
+    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Region::free", p,
                               __builtin_return_address(0));
     return;
   }
-  heap::FreeStatus s = client::thread_heap_or_stranger(impl_->handle)->free(p);
+  heap::FreeStatus s = region::thread_heap_or_stranger(impl_->handle)->free(p);
   if (s != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
-    client::report_heap_error(s == heap::FreeStatus::kDoubleFree ? client::HeapError::kDoubleFree
-                                                                 : client::HeapError::kInvalidPointer,
+    region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
+                                                                 : region::HeapError::kInvalidPointer,
                               "memd::Region::free", p, __builtin_return_address(0));
   }
 }
@@ -89,7 +89,7 @@ void* Region::resize(void* p, size_t size) noexcept {
 
 size_t Region::size(const void* p) const {
   if (!contains(p) || !impl_->registered) return 0;
-  heap::ThreadHeap* h = client::thread_heap_or_stranger(impl_->handle);
+  heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle);
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
 
@@ -126,7 +126,7 @@ absl::Status Region::checkpoint() {
 
 void Region::compact() {
   if (impl_->read_only || !impl_->registered) return;
-  if (heap::ThreadHeap* h = client::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
+  if (heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
     h->release_empty();
   }
   if (impl_->leased) impl_->leased->return_all();

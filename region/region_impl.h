@@ -37,16 +37,16 @@ class RegionImpl {
   std::vector<char> header_copy;
 
   // Owner side (set iff this process owns the region).
-  std::unique_ptr<client::PageHeapOwner> pages;
-  std::unique_ptr<client::LeaseService> service;
-  std::unique_ptr<client::SocketLeaseServer> server;
+  std::unique_ptr<region::PageHeapOwner> pages;
+  std::unique_ptr<region::LeaseService> service;
+  std::unique_ptr<region::SocketLeaseServer> server;
   // Client side.
-  std::unique_ptr<client::LeaseChannel> channel;
-  std::unique_ptr<client::LeasedBlocks> leased;
-  client::ClientLease lease{};
+  std::unique_ptr<region::LeaseChannel> channel;
+  std::unique_ptr<region::LeasedBlocks> leased;
+  region::ClientLease lease{};
 
-  client::ThreadHeapPool pool;
-  client::ArenaHandle handle{};
+  region::ThreadHeapPool pool;
+  region::ArenaHandle handle{};
   bool registered = false;
 
   RegionEventHandler handler = nullptr;
@@ -60,7 +60,7 @@ class RegionImpl {
       errno = EPERM;
       return nullptr;
     }
-    return client::thread_heap(handle);
+    return region::thread_heap(handle);
   }
   void event(RegionEvent e, const void* address, const char* what) const {
     if (handler != nullptr) handler(handler_context, e, address, what);

@@ -67,7 +67,7 @@ bool lock_roots(const RegionImpl& impl) {
     (void)reset_roots_lock(&r.header->roots_lock);
     repair_roots(r);
   }
-  uint64_t bound_ms = client::roots_lock_timeout_ms();
+  uint64_t bound_ms = region::roots_lock_timeout_ms();
   timespec deadline = deadline_after(bound_ms);
   int rc = pthread_mutex_timedlock(&r.header->roots_lock, &deadline);
   if (rc == ENOTRECOVERABLE) {
@@ -83,7 +83,7 @@ bool lock_roots(const RegionImpl& impl) {
     return true;
   }
   if (rc == 0) return true;
-  if (rc == ETIMEDOUT) client::report_roots_lock_timeout(impl.name.c_str(), bound_ms);
+  if (rc == ETIMEDOUT) region::report_roots_lock_timeout(impl.name.c_str(), bound_ms);
   errno = rc;
   return false;
 }

@@ -5,7 +5,7 @@
 
 #include "heap/thread_heap.h"
 
-namespace memd::client {
+namespace memd::region {
 
 class ThreadHeapHost {
  public:
@@ -19,4 +19,4 @@ class ThreadHeapHost {
   virtual heap::ThreadHeap* stranger() const = 0;
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

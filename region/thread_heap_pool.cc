@@ -7,7 +7,7 @@
 
 #include "heap/remote_free.h"
 
-namespace memd::client {
+namespace memd::region {
 
 ThreadHeapPool::~ThreadHeapPool() {
   if (heaps_ != nullptr) munmap(heaps_, heaps_bytes_);
@@ -93,4 +93,4 @@ void ThreadHeapPool::detach_thread(heap::ThreadHeap* oh) {
   }
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -17,7 +17,7 @@
 #include "heap/thread_heap.h"
 #include "heap/size_class.h"
 
-namespace memd::client {
+namespace memd::region {
 
 class ThreadHeapPool final : public ThreadHeapHost {
  public:
@@ -71,4 +71,4 @@ class ThreadHeapPool final : public ThreadHeapHost {
 // Owner generations stay below the all-ones value, which is the stranger's.
 inline constexpr uint32_t kMaxOwnerGeneration = (1u << (31 - heap::kOwnerSlotBits)) - 2;
 
-}  // namespace memd::client
+}  // namespace memd::region

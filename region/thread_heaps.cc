@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cerrno>
 
-namespace memd::client {
+namespace memd::region {
 
 __thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
 
@@ -94,4 +94,4 @@ void detach_thread_heap(const ArenaHandle& handle) {
   handle.host->detach_thread(h);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

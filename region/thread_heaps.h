@@ -12,7 +12,7 @@
 #include "region/thread_heap_host.h"
 #include "heap/thread_heap.h"
 
-namespace memd::client {
+namespace memd::region {
 
 inline constexpr uint32_t kMaxArenas = 64;
 
@@ -55,4 +55,4 @@ inline heap::ThreadHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
 // Detaches the calling thread from one arena now (before the arena goes).
 void detach_thread_heap(const ArenaHandle& handle);
 
-}  // namespace memd::client
+}  // namespace memd::region

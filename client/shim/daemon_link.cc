@@ -51,7 +51,7 @@ void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
 
 extern "C" __attribute__((visibility("default"))) int memd_daemon_link_report(const memd_daemon_link_hooks* hooks,
                                                                               char* error, size_t error_size) {
-  memd::client::settings_reported_elsewhere();
+  memd::region::settings_reported_elsewhere();
   memd::client::set_rpc_guard(hooks->enter_private, hooks->leave_private);
   hooks->enter_private();
   absl::StatusOr<std::unique_ptr<memd::Client>> c = memd::Client::connect();
@@ -68,7 +68,7 @@ extern "C" __attribute__((visibility("default"))) int memd_daemon_link_report(co
 
 extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
     const char* name, const memd_daemon_link_hooks* hooks, memd_daemon_heap* heap, char* error, size_t error_size) {
-  memd::client::settings_reported_elsewhere();
+  memd::region::settings_reported_elsewhere();
   memd::client::set_rpc_guard(hooks->enter_private, hooks->leave_private);
   hooks->enter_private();
   auto fail = [&](const absl::Status& s) {

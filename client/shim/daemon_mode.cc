@@ -64,7 +64,7 @@ bool link_path(char* out, size_t size) {
 
 size_t drain_events(memd_sample_event* out, size_t max) { return telemetry::drain_sample_events(out, max); }
 void process_heap_counters(void* snapshot) {
-  if (const ArenaHandle* a = process_arena_if_created()) {
+  if (const region::ArenaHandle* a = process_arena_if_created()) {
     a->arena->sum_counters(static_cast<heap::CounterSnapshot*>(snapshot));
   }
 }
@@ -77,10 +77,10 @@ const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sa
 
 // MEMD_TELEMETRY (default: on in daemon mode, off otherwise) and
 // MEMD_SAMPLE_BYTES (0: count, do not sample).
-bool telemetry_wanted(const TelemetrySettings& env, bool daemon_mode) {
+bool telemetry_wanted(const region::TelemetrySettings& env, bool daemon_mode) {
   return env.enabled < 0 ? daemon_mode : env.enabled != 0;
 }
-uint64_t sample_bytes(const TelemetrySettings& env) {
+uint64_t sample_bytes(const region::TelemetrySettings& env) {
   return env.sample_bytes >= 0 ? static_cast<uint64_t>(env.sample_bytes) : telemetry::kDefaultSampleBytes;
 }
 
@@ -120,7 +120,7 @@ void start_reporting(memd_daemon_link_hooks* hooks) {
 __attribute__((constructor)) void start_daemon_mode() {
   const char* region = std::getenv("MEMD_REGION");
   bool daemon_mode = region != nullptr && *region != '\0';
-  TelemetrySettings env = telemetry_settings();
+  region::TelemetrySettings env = region::telemetry_settings();
   bool report = telemetry_wanted(env, daemon_mode);
   memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr};
   if (report) telemetry::enable_sampling(sample_bytes(env));

@@ -28,7 +28,7 @@
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 
-using memd::client::ArenaHandle;
+using memd::region::ArenaHandle;
 using memd::heap::FreeStatus;
 using memd::heap::ThreadHeap;
 
@@ -39,7 +39,7 @@ __thread bool tl_in_shim __attribute__((tls_model("initial-exec")));
 // The calling thread's heap in the process arena, or nullptr if it has none
 // yet (one TLS load: the process arena has id 0 and is never destroyed).
 inline ThreadHeap* current_heap() {
-  return memd::client::tl_thread_heaps[memd::client::kProcessArenaId].heap;
+  return memd::region::tl_thread_heaps[memd::region::kProcessArenaId].heap;
 }
 
 void report_once_no_heap() {
@@ -57,7 +57,7 @@ ThreadHeap* heap_slow(bool* reentered) {
   if (tl_in_shim) return nullptr;
   tl_in_shim = true;
   const ArenaHandle& a = memd::client::process_arena();
-  ThreadHeap* h = a.arena ? memd::client::thread_heap(a) : nullptr;
+  ThreadHeap* h = a.arena ? memd::region::thread_heap(a) : nullptr;
   tl_in_shim = false;
   if (a.arena == nullptr) report_once_no_heap();
   return h;
@@ -88,8 +88,8 @@ inline void* alloc_aligned(size_t size, size_t align) {
 }
 
 void report(FreeStatus s, const char* call, const void* p, const void* caller) {
-  memd::client::report_heap_error(s == FreeStatus::kDoubleFree ? memd::client::HeapError::kDoubleFree
-                                                               : memd::client::HeapError::kInvalidPointer,
+  memd::region::report_heap_error(s == FreeStatus::kDoubleFree ? memd::region::HeapError::kDoubleFree
+                                                               : memd::region::HeapError::kInvalidPointer,
                                   call, p, caller);
 }
 
@@ -258,7 +258,7 @@ MEMD_EXPORT size_t malloc_usable_size(void* p) {
   if (p == nullptr) return 0;
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
-    ThreadHeap* h = memd::client::thread_heap_or_stranger(*a);
+    ThreadHeap* h = memd::region::thread_heap_or_stranger(*a);
     if (h->validate(p) != FreeStatus::kOk) {
       report(h->validate(p), "malloc_usable_size", p, __builtin_return_address(0));
       return 0;

@@ -322,17 +322,17 @@ TEST_F(HeapTest, HugeSizesFailWithEnomem) {
 }
 
 TEST_F(HeapTest, BadFreesAreReportedAndDoNotCorruptTheHeap) {
-  unsigned long errors = client::error_count();
+  unsigned long errors = region::error_count();
   int on_stack;
   heap_->free(&on_stack);
-  EXPECT_EQ(client::error_count(), ++errors);
+  EXPECT_EQ(region::error_count(), ++errors);
   for (size_t size : {32ul, 300ul, 4000ul, 100000ul}) {
     char* p = static_cast<char*>(heap_->alloc(size));
     heap_->free(p + 16);  // an interior pointer
     heap_->free(p);
     heap_->free(p);       // double free
     errors += 2;
-    EXPECT_EQ(client::error_count(), errors) << size;
+    EXPECT_EQ(region::error_count(), errors) << size;
   }
   ExpectConsistent();
   // The heap hands out distinct objects afterwards: the double free did not
@@ -477,9 +477,9 @@ TEST_F(HeapTest, AThreadReusesTheHugeRunItFreedLast) {
   heap_->free(p);
   EXPECT_EQ(heap_->stat().busy_objects, 0u);  // kept for reuse, but free
   EXPECT_EQ(heap_->addr(p), nullptr);
-  unsigned long errors = client::error_count();
+  unsigned long errors = region::error_count();
   heap_->free(p);  // a double free of a kept run is still caught
-  EXPECT_EQ(client::error_count(), errors + 1);
+  EXPECT_EQ(region::error_count(), errors + 1);
   EXPECT_EQ(heap_->alloc(100000), p);  // same size: the same run
   void* other = heap_->alloc(200000);  // another size: another run
   EXPECT_NE(other, p);
@@ -539,12 +539,12 @@ TEST_F(HeapTest, ACachedHugeRunIsNeitherLiveNorFreeableTwice) {
   for (int i = 0; i < 4; ++i) v.push_back(heap_->alloc(50000 + 10000 * i));
   for (void* p : v) heap_->free(p);
   EXPECT_EQ(heap_->stat().busy_objects, 0u);
-  unsigned long errors = client::error_count();
+  unsigned long errors = region::error_count();
   for (void* p : v) {
     EXPECT_EQ(heap_->addr(p), nullptr);
     heap_->free(p);  // each a double free, caught though the run is kept
   }
-  EXPECT_EQ(client::error_count(), errors + 4);
+  EXPECT_EQ(region::error_count(), errors + 4);
   ExpectConsistent();
 }
 

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-namespace memd::client {
+namespace memd::region {
 namespace {
 
 class TelemetrySettingsTest : public ::testing::Test {
@@ -97,4 +97,4 @@ TEST(ParseBytes, TakesAWholeNumberAndABinarySuffixAndNothingElse) {
 }
 
 }  // namespace
-}  // namespace memd::client
+}  // namespace memd::region

@@ -39,7 +39,7 @@ struct RawSession {
     stream = sessions->Open(ctx.get());
     v1::SessionRequest req;
     req.mutable_hello()->set_pid(pid != 0 ? pid : getpid());
-    req.mutable_hello()->set_start_time(client::process_start_time(getpid()));
+    req.mutable_hello()->set_start_time(region::process_start_time(getpid()));
     req.mutable_hello()->set_client_version(1);
     req.mutable_hello()->set_program(program);
     v1::SessionEvent ev;

@@ -61,7 +61,7 @@ TEST(Sessions, ConcurrentSessionsLeasesAndDetaches) {
       for (int round = 0; round < kRounds; ++round) {
         v1::Hello hello;
         hello.set_pid(getpid());
-        hello.set_start_time(client::process_start_time(getpid()));
+        hello.set_start_time(region::process_start_time(getpid()));
         hello.set_client_version(1);
         hello.set_image_id(7);
         v1::Welcome welcome;
@@ -78,7 +78,7 @@ TEST(Sessions, ConcurrentSessionsLeasesAndDetaches) {
           sessions.end((*s)->id);
           continue;
         }
-        heap::AcquiredBlock blocks[client::kMaxLeaseBatch];
+        heap::AcquiredBlock blocks[region::kMaxLeaseBatch];
         uint32_t n = 0;
         {
           std::lock_guard<std::mutex> g((*region)->lock);

@@ -130,7 +130,7 @@ struct Session {
     stream = world->sessions->Open(context.get());
     if (real) {
       hello.set_pid(getpid());
-      hello.set_start_time(memd::client::process_start_time(getpid()));
+      hello.set_start_time(memd::region::process_start_time(getpid()));
     }
     v1::SessionRequest req;
     *req.mutable_hello() = hello;

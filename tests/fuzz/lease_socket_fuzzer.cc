@@ -43,16 +43,16 @@
 
 namespace {
 
-using memd::client::lease_wire::Op;
-using memd::client::lease_wire::Request;
-using memd::client::lease_wire::Response;
+using memd::region::lease_wire::Op;
+using memd::region::lease_wire::Request;
+using memd::region::lease_wire::Response;
 using memd::fuzz::FuzzInput;
 using memd::fuzz::fail;
 
 struct Owner {
   std::string dir, socket;
   std::unique_ptr<memd::Region> region;
-  std::unique_ptr<memd::client::SocketLeaseServer> server;
+  std::unique_ptr<memd::region::SocketLeaseServer> server;
 };
 Owner* owner = nullptr;
 
@@ -69,7 +69,7 @@ void make_region() {
   auto r = memd::Region::create(path, options);
   if (!r.ok()) fail(std::string(r.status().message()));
   owner->region = std::move(*r);
-  auto s = memd::client::SocketLeaseServer::start(owner->socket, owner->region->lease_service(),
+  auto s = memd::region::SocketLeaseServer::start(owner->socket, owner->region->lease_service(),
                                                     [] { return owner->region->backing_status(); });
   if (!s.ok()) fail(std::string(s.status().message()));
   owner->server = std::move(*s);
@@ -118,7 +118,7 @@ Request next_request(FuzzInput& in, const std::vector<uint32_t>& seen, uint32_t 
     case Op::kHello: {
       uint8_t how = in.take<uint8_t>();
       req.pid = how & 1 ? in.take<int32_t>() : getpid();
-      req.start_time = how & 2 ? in.take<uint64_t>() : memd::client::process_start_time(getpid());
+      req.start_time = how & 2 ? in.take<uint64_t>() : memd::region::process_start_time(getpid());
       break;
     }
     case Op::kLease: {
@@ -131,7 +131,7 @@ Request next_request(FuzzInput& in, const std::vector<uint32_t>& seen, uint32_t 
     }
     case Op::kGiveBack:
       req.count = in.take<uint8_t>() % 40;
-      for (uint32_t i = 0; i < std::min(req.count, memd::client::kMaxLeaseBatch); ++i) req.blocks[i] = pick_block(in, seen);
+      for (uint32_t i = 0; i < std::min(req.count, memd::region::kMaxLeaseBatch); ++i) req.blocks[i] = pick_block(in, seen);
       break;
     case Op::kAcquireHuge:
       req.pages = in.take<uint16_t>() % 2048;
@@ -206,7 +206,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!call(fd, req, &resp)) break;
     if (resp.code != 0) continue;
     if (req.op == Op::kHello) holder = resp.b, stash = resp.c;
-    for (uint32_t i = 0; i < std::min(resp.count, memd::client::kMaxLeaseBatch); ++i) seen.push_back(resp.blocks[i]);
+    for (uint32_t i = 0; i < std::min(resp.count, memd::region::kMaxLeaseBatch); ++i) seen.push_back(resp.blocks[i]);
     if (req.op == Op::kAcquireHuge) seen.push_back(resp.blocks[0]);
   }
   close(fd);

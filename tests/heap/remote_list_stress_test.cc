@@ -72,7 +72,7 @@ class Freer {
     std::atomic<int>* pair_done = nullptr;
   };
 
-  Freer(client::ThreadHeapPool* pool, std::unordered_set<void*>* held, std::mutex* held_lock,
+  Freer(region::ThreadHeapPool* pool, std::unordered_set<void*>* held, std::mutex* held_lock,
         std::atomic<long>* failures)
       : pool_(pool), held_(held), held_lock_(held_lock), failures_(failures), thread_([this] { run(); }) {}
   ~Freer() {
@@ -132,7 +132,7 @@ class Freer {
     pool_->detach_thread(heap);
   }
 
-  client::ThreadHeapPool* pool_;
+  region::ThreadHeapPool* pool_;
   std::unordered_set<void*>* held_;
   std::mutex* held_lock_;
   std::atomic<long>* failures_;
@@ -161,8 +161,8 @@ class RemoteListStressTest : public ::testing::Test {
   }
 
   disciplines::AnonymousSource source_;
-  client::PageHeapOwner pages_;
-  client::ThreadHeapPool pool_;
+  region::PageHeapOwner pages_;
+  region::ThreadHeapPool pool_;
 };
 
 TEST_F(RemoteListStressTest, RemoteFreesIntoOneOwnerNeverHandAnObjectOutTwice) {

@@ -32,8 +32,8 @@ class ThreadHeapFixture : public ::testing::Test {
   }
 
   disciplines::AnonymousSource source_;
-  client::PageHeapOwner pages_;
-  client::ThreadHeapPool pool_;
+  region::PageHeapOwner pages_;
+  region::ThreadHeapPool pool_;
   ThreadHeap* heap_ = nullptr;
 };
 

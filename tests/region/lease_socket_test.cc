@@ -33,9 +33,9 @@
 namespace memd {
 namespace {
 
-using client::lease_wire::Op;
-using client::lease_wire::Request;
-using client::lease_wire::Response;
+using region::lease_wire::Op;
+using region::lease_wire::Request;
+using region::lease_wire::Response;
 
 // A peer that speaks the wire format by hand. Its reads give up after 30 s,
 // so that a test that goes wrong fails instead of hanging.
@@ -54,7 +54,7 @@ Request hello_request() {
   Request req;
   req.op = Op::kHello;
   req.pid = getpid();
-  req.start_time = client::process_start_time(getpid());
+  req.start_time = region::process_start_time(getpid());
   return req;
 }
 
@@ -89,7 +89,7 @@ bool eventually(const std::function<bool()>& done) {
 }
 
 // Leases a block and gives it back, `calls` times each.
-void lease_and_give_back(client::LeaseChannel& channel, const client::ClientLease& lease, int calls) {
+void lease_and_give_back(region::LeaseChannel& channel, const region::ClientLease& lease, int calls) {
   for (int i = 0; i < calls; ++i) {
     heap::AcquiredBlock block;
     auto n = channel.lease(heap::PageKind::kLarge, 0, lease.stash, 1, &block);
@@ -130,9 +130,9 @@ class LeaseSocketTest : public ::testing::Test {
 };
 
 TEST_F(LeaseSocketTest, AnOverwrittenHeaderIsRefusedFromThenOn) {
-  auto channel = client::SocketLeaseChannel::connect(dir_ + "/lease.sock");
+  auto channel = region::SocketLeaseChannel::connect(dir_ + "/lease.sock");
   ASSERT_TRUE(channel.ok()) << channel.status();
-  auto lease = (*channel)->hello(getpid(), client::process_start_time(getpid()));
+  auto lease = (*channel)->hello(getpid(), region::process_start_time(getpid()));
   ASSERT_TRUE(lease.ok()) << lease.status();
   heap::AcquiredBlock blocks[4];
   auto n = (*channel)->lease(heap::PageKind::kLarge, 0, lease->stash, 2, blocks);
@@ -184,9 +184,9 @@ TEST_F(LeaseSocketTest, AHalfSentRequestDelaysNoOtherClient) {
   // The owner has read the half request: it is in its hands now.
   ASSERT_TRUE(eventually([&] { return unread_by_peer(half) == 0; }));
 
-  auto channel = client::SocketLeaseChannel::connect(socket());
+  auto channel = region::SocketLeaseChannel::connect(socket());
   ASSERT_TRUE(channel.ok()) << channel.status();
-  auto lease = (*channel)->hello(getpid(), client::process_start_time(getpid()));
+  auto lease = (*channel)->hello(getpid(), region::process_start_time(getpid()));
   ASSERT_TRUE(lease.ok()) << lease.status();
   lease_and_give_back(**channel, *lease, 200);
   EXPECT_EQ(clients(), 1u);
@@ -217,9 +217,9 @@ class StalledPeerTest : public LeaseSocketTest {
   void SetUp() override {
     LeaseSocketTest::SetUp();
     if (HasFatalFailure()) return;
-    client::SocketLeaseServer::Limits limits;
+    region::SocketLeaseServer::Limits limits;
     limits.stalled_peer = std::chrono::milliseconds(200);
-    auto s = client::SocketLeaseServer::start(dir_ + "/short.sock", region_->lease_service(), nullptr, limits);
+    auto s = region::SocketLeaseServer::start(dir_ + "/short.sock", region_->lease_service(), nullptr, limits);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
@@ -228,7 +228,7 @@ class StalledPeerTest : public LeaseSocketTest {
     LeaseSocketTest::TearDown();
   }
 
-  std::unique_ptr<client::SocketLeaseServer> server_;
+  std::unique_ptr<region::SocketLeaseServer> server_;
 };
 
 // A registered peer that stops in the middle of a request is dropped once
@@ -292,9 +292,9 @@ TEST_F(StalledPeerTest, APeerThatReadsNoAnswersDelaysNoOneAndIsDropped) {
   while (send(greedy, &req, sizeof req, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof req)) ++sent;
   ASSERT_GT(sent, 0);
 
-  auto channel = client::SocketLeaseChannel::connect(dir_ + "/short.sock");
+  auto channel = region::SocketLeaseChannel::connect(dir_ + "/short.sock");
   ASSERT_TRUE(channel.ok()) << channel.status();
-  auto lease = (*channel)->hello(getpid(), client::process_start_time(getpid()));
+  auto lease = (*channel)->hello(getpid(), region::process_start_time(getpid()));
   ASSERT_TRUE(lease.ok()) << lease.status();
   lease_and_give_back(**channel, *lease, 50);
 

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
 
-  const std::string socket = command_line->socket.empty() ? memd::client::client_socket_path() : command_line->socket;
+  const std::string socket = command_line->socket.empty() ? memd::region::client_socket_path() : command_line->socket;
   if (int code = report_unreachable(socket); code != kExitOk) return code;
 
   DaemonCalls calls(socket, command_line->timeout);
