@@ -293,7 +293,9 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
   return true;
 }
 
-void* region_object_start(const Region& r, const SizeClasses& classes, const void* p) {
+namespace {
+
+void* object_start(const Region& r, const SizeClasses& classes, const void* p, bool live_only) {
   if (!r.contains(p)) return nullptr;
   Offset off = r.offset_of(p);
   uint32_t page = static_cast<uint32_t>(off >> kPageShift);
@@ -312,7 +314,7 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
       const ClassInfo& c = classes.info(d.cls);
       if (in_block >= c.end) return nullptr;
       uint32_t start = in_block / c.size * c.size;
-      return block_object_is_free(b, base, start) ? nullptr : base + start;
+      return live_only && block_object_is_free(b, base, start) ? nullptr : base + start;
     }
     case PageKind::kLarge: {
       // Its length as the page heap made it, as in check_large.
@@ -336,6 +338,16 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
     default:
       return nullptr;
   }
+}
+
+}  // namespace
+
+void* region_object_start(const Region& r, const SizeClasses& classes, const void* p) {
+  return object_start(r, classes, p, true);
+}
+
+void* region_object_slot(const Region& r, const SizeClasses& classes, const void* p) {
+  return object_start(r, classes, p, false);
 }
 
 }  // namespace memd::heap

@@ -30,5 +30,10 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
 // Walks the block's free lists: exact only while no other thread frees into
 // that block.
 void* region_object_start(const Region& r, const SizeClasses& classes, const void* p);
+// The same without the walk of a segregated block's free lists: the start of
+// the slot p is in, live or free (large and huge objects: as above). For a
+// caller that knows by other means whether the slot holds its object (the
+// debug method's header).
+void* region_object_slot(const Region& r, const SizeClasses& classes, const void* p);
 
 }  // namespace memd::heap

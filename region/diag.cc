@@ -8,44 +8,12 @@
 #include <cstring>
 
 #include "region/options.h"
+#include "region/report_line.h"
 
 namespace memd::region {
 namespace {
 
 std::atomic<unsigned long> errors{0};
-
-// Appends text to a fixed buffer, truncating.
-struct Line {
-  char buf[256];
-  size_t len = 0;
-  void add(const char* s) {
-    while (*s && len < sizeof buf - 1) buf[len++] = *s++;
-  }
-  void add_hex(const void* p) {
-    char tmp[2 + 16];
-    uintptr_t v = reinterpret_cast<uintptr_t>(p);
-    int n = 0;
-    do {
-      tmp[n++] = "0123456789abcdef"[v & 15];
-      v >>= 4;
-    } while (v);
-    add("0x");
-    while (n > 0 && len < sizeof buf - 1) buf[len++] = tmp[--n];
-  }
-  void add_decimal(uint64_t v) {
-    char tmp[20];
-    int n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v);
-    while (n > 0 && len < sizeof buf - 1) buf[len++] = tmp[--n];
-  }
-  void write_out() const {
-    ssize_t ignored = write(STDERR_FILENO, buf, len);
-    (void)ignored;
-  }
-};
 
 const char* describe(HeapError e) {
   switch (e) {

@@ -11,13 +11,14 @@
 
 #include "region/options.h"
 #include "client/process_heap.h"
+#include "client/shim/debug_mode.h"
 #include "client/telemetry/sampler.h"
 
 #define MEMD_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace memd::client::shim {
 
-std::atomic<const memd_daemon_heap*> daemon_heap{nullptr};
+std::atomic<const memd_daemon_heap*> redirect_heap{nullptr};
 __thread int tl_private __attribute__((tls_model("initial-exec"))) = 0;
 bool forked_child = false;
 
@@ -125,8 +126,12 @@ __attribute__((constructor)) void start_daemon_mode() {
   memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr};
   if (report) telemetry::enable_sampling(sample_bytes(env));
   if (!daemon_mode) {
+    if (const memd_daemon_heap* debug = debug_heap_if_wanted()) redirect_heap.store(debug, std::memory_order_release);
     if (report) start_reporting(&hooks);
     return;
+  }
+  if (std::getenv("VMDEBUG") != nullptr || std::getenv("MEMD_METHOD") != nullptr) {
+    say("VMDEBUG and MEMD_METHOD are not applied with MEMD_REGION yet: ", "the region runs its own method", "");
   }
   bool required = std::getenv("MEMD_REGION_REQUIRED") != nullptr;
   enter_private();
@@ -148,7 +153,7 @@ __attribute__((constructor)) void start_daemon_mode() {
     return;
   }
   pthread_atfork(nullptr, nullptr, child_after_fork);
-  daemon_heap.store(&heap_storage, std::memory_order_release);
+  redirect_heap.store(&heap_storage, std::memory_order_release);
 }
 
 struct ThreadStart {
@@ -166,7 +171,7 @@ void* start_private(void* p) {
 }  // namespace
 
 bool free_if_region(void* p) {
-  const memd_daemon_heap* h = daemon_heap.load(std::memory_order_acquire);
+  const memd_daemon_heap* h = redirect_heap.load(std::memory_order_acquire);
   if (h == nullptr || h->contains(p) == 0) return false;
   if (!forked_child) h->free(p);
   return true;

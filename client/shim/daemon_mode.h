@@ -24,18 +24,21 @@
 
 namespace memd::client::shim {
 
-extern std::atomic<const memd_daemon_heap*> daemon_heap;  // set once connected
+// The heap every allocation goes to instead of the process heap: the daemon
+// region's (set once connected) or the debug method's (debug_mode.h);
+// nullptr: the process heap.
+extern std::atomic<const memd_daemon_heap*> redirect_heap;
 extern __thread int tl_private __attribute__((tls_model("initial-exec")));
 extern bool forked_child;
 
-// The region heap for an allocation by the calling thread, or nullptr (no
-// daemon mode, or a thread that must use the process heap).
+// The redirected heap for an allocation by the calling thread, or nullptr
+// (none, or a thread that must use the process heap).
 inline const memd_daemon_heap* region_heap_for_alloc() {
-  const memd_daemon_heap* h = daemon_heap.load(std::memory_order_acquire);
+  const memd_daemon_heap* h = redirect_heap.load(std::memory_order_acquire);
   return h != nullptr && tl_private == 0 ? h : nullptr;
 }
 
-// Frees `p` if it is the region's: true if it was (and is handled).
+// Frees `p` if it is the redirected heap's: true if it was (and is handled).
 bool free_if_region(void* p);
 
 }  // namespace memd::client::shim

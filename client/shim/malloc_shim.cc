@@ -194,7 +194,7 @@ MEMD_EXPORT void* realloc(void* p, size_t size) {
     if (q != nullptr) std::memcpy(q, p, std::min(size, memd::client::bootstrap_size(p)));
     return q;
   }
-  if (const memd_daemon_heap* r = memd::client::shim::daemon_heap.load(std::memory_order_acquire);
+  if (const memd_daemon_heap* r = memd::client::shim::redirect_heap.load(std::memory_order_acquire);
       r != nullptr && r->contains(p)) {
     if (region_heap_for_alloc() != nullptr && !memd::client::shim::forked_child) return r->resize(p, size);
     // A thread that may not use the region (or a forked child): a copy in
@@ -266,7 +266,7 @@ MEMD_EXPORT size_t malloc_usable_size(void* p) {
     return h->usable_size(p);
   }
   if (memd::client::bootstrap_contains(p)) return memd::client::bootstrap_size(p);
-  if (const memd_daemon_heap* r = memd::client::shim::daemon_heap.load(std::memory_order_acquire);
+  if (const memd_daemon_heap* r = memd::client::shim::redirect_heap.load(std::memory_order_acquire);
       r != nullptr && r->contains(p)) {
     return r->usable_size(p);
   }

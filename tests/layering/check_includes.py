@@ -52,12 +52,14 @@ REGION_PRIVATE = {"region/region_impl.h", "region/region_internals.h"}
 # offset pointers and allocators, the daemon client) and the plain structs
 # they return.
 PUBLIC_HEADERS = {
-    "client/memd.h", "client/memd_region.h",
+    "client/memd.h", "client/memd_region.h", "client/memd_debug.h",
     "client/heap.h", "client/allocators.h", "client/daemon_client.h",
     "client/telemetry/sampling_default.h",
     "region/region.h", "region/offset_ptr.h", "region/region_allocator.h", "region/arena_handle.h",
     "heap/params.h", "heap/region_stats.h", "heap/counter_snapshot.h",
 }
+# The public headers in C (compiled as C too).
+C_HEADERS = {"client/memd.h", "client/memd_region.h", "client/memd_debug.h"}
 # Third-party headers a public header may include (besides <...> ones).
 PUBLIC_MAY_USE = ("absl/",)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -111,7 +113,7 @@ def compile_violations(root, compiler):
             os.makedirs(os.path.join(scratch, os.path.dirname(rel)), exist_ok=True)
             shutil.copy(os.path.join(root, rel), os.path.join(scratch, rel))
         for rel in sorted(PUBLIC_HEADERS):
-            c = rel in ("client/memd.h", "client/memd_region.h")
+            c = rel in C_HEADERS
             source = os.path.join(scratch, "use.c" if c else "use.cc")
             with open(source, "w", encoding="utf-8") as f:
                 f.write(f'#include "{rel}"\n')

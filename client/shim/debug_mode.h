@@ -1,0 +1,36 @@
+// The shim's debug method (Vmalloc's Vmdebug, for a whole unmodified
+// program): with VMDEBUG=1 or MEMD_METHOD=debug, every allocation is a
+// debug block (heap/debug_block.h) in a heap of its own, and the shim
+// reports, in the paper's form, on stderr:
+//
+//   corrupted data:region=(process):block=0x..:bad byte at=4:allocated at=t.c,4:...
+//   free error:region=(process):block=0x..:unallocated block:detected at=t.c,6:
+//   free error:region=(process):block=0x..:already freed:detected at=t.c,19:
+//   alert:region=(process):block=0x..:size=5:just allocated:detected at=t.c,10:
+//
+// Each line starts with "memd: ". Sites are a file and line where the
+// program records them (client/memd_debug.h), else a return address given
+// as object+offset (addr2line -e object offset names the line).
+//
+// Settings, a comma list in VMDEBUG (after its first field, which turns the
+// method on) or in MEMD_DEBUG (with MEMD_METHOD=debug):
+//   0x...   a watched address: every call that meets it says so (alert)
+//   check   checks every live block at every call (Vmalloc's VM_DBCHECK);
+//           without it, a block is checked when freed or resized, and all
+//           live blocks when the program exits
+//   abort   aborts at the first error (VM_DBABORT)
+// Freed blocks wait in a quarantine (the last 4096, at most 64 MiB) filled
+// with a pattern: a second free of one is "already freed", and a write to
+// one is reported when it leaves.
+#pragma once
+
+#include "client/shim/daemon_link.h"
+
+namespace memd::client::shim {
+
+// The debug method's heap, as the shim redirects to it (the same calls as
+// a daemon region's heap), if the environment asks for the method; else
+// nullptr. Reads the environment once; creates the heap on the first call.
+const memd_daemon_heap* debug_heap_if_wanted();
+
+}  // namespace memd::client::shim

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""The malloc shim's debug method (VMDEBUG, MEMD_METHOD=debug), checked on
+the paper's Figure 8 program and on a program that makes one error per case.
+
+    check_debug_method.py --lib libmemd-malloc.so --figure8 PROG --cases PROG
+
+Figure 8 (the Vmalloc paper, built with VMFL so that sites are t.c lines)
+must give Figure 9's three reports: the overwrite of the block allocated on
+line 4 (bad byte 4), the free of an unallocated block on line 6 (a string
+literal) and the second free, on line 19, of the block freed on line 12;
+with that block's address watched, two alerts (allocated on line 10, freed
+on line 12). Each case of the other program must give exactly its report,
+naming the block and the bad byte, with sites as object+offset that
+addr2line maps back to the line of the call.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+REPORT = re.compile(r"^memd: (.*)$", re.M)
+failures = []
+
+
+def run(argv, lib, env_extra, no_aslr=False):
+    env = dict(os.environ, LD_PRELOAD=lib, **env_extra)
+    for k in ("VMDEBUG", "MEMD_METHOD", "MEMD_DEBUG"):
+        if k not in env_extra:
+            env.pop(k, None)
+    if no_aslr:
+        argv = ["setarch", os.uname().machine, "-R"] + argv
+        env = dict(env)
+        # setarch itself runs under the shim too; that is harmless.
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, REPORT.findall(p.stderr)
+
+
+def expect(name, cond, detail):
+    if not cond:
+        failures.append(f"{name}: {detail}")
+
+
+def matches(reports, patterns):
+    """Each pattern matches one report, in order, and nothing is left over."""
+    if len(reports) != len(patterns):
+        return False
+    return all(re.fullmatch(p, r) for p, r in zip(patterns, reports))
+
+
+BLOCK = r"0x[0-9a-f]+"
+CORRUPT_4 = rf"corrupted data:region=\(process\):block={BLOCK}:bad byte at=4:allocated at=t\.c,4:"
+UNALLOCATED_6 = rf"free error:region=\(process\):block={BLOCK}:unallocated block:detected at=t\.c,6:"
+FREED_19 = rf"free error:region=\(process\):block=({BLOCK}):already freed:detected at=t\.c,19:"
+
+
+def figure8(lib, prog):
+    # Checked when freed and at exit: the leaked block's overwrite last.
+    rc, _, reports = run([prog], lib, {"VMDEBUG": "1"})
+    expect("figure8 VMDEBUG=1", rc == 0 and matches(reports, [UNALLOCATED_6, FREED_19, CORRUPT_4]),
+           f"exit {rc}, reports {reports}")
+    # Every block checked at every call (VM_DBCHECK): Figure 9's order.
+    for env in ({"VMDEBUG": "1,check"}, {"MEMD_METHOD": "debug", "MEMD_DEBUG": "check"}):
+        rc, _, reports = run([prog], lib, env)
+        expect(f"figure8 {env}", rc == 0 and matches(reports, [CORRUPT_4, UNALLOCATED_6, FREED_19]),
+               f"exit {rc}, reports {reports}")
+    # The twice-freed block's address, watched in a second run at the same
+    # addresses (no address randomisation in either run).
+    rc, _, reports = run([prog], lib, {"VMDEBUG": "1,check"}, no_aslr=True)
+    m = re.fullmatch(FREED_19, reports[-1]) if reports else None
+    expect("figure8 first run", m is not None, f"reports {reports}")
+    if m:
+        block = m.group(1)
+        rc, _, reports = run([prog], lib, {"VMDEBUG": f"1,check,{block}"}, no_aslr=True)
+        b = re.escape(block)
+        expect("figure8 watched", rc == 0 and matches(reports, [
+            CORRUPT_4, UNALLOCATED_6,
+            rf"alert:region=\(process\):block={b}:size=5:just allocated:detected at=t\.c,10:",
+            rf"alert:region=\(process\):block={b}:size=5:being freed:detected at=t\.c,12:",
+            rf"free error:region=\(process\):block={b}:already freed:detected at=t\.c,19:"]),
+            f"exit {rc}, reports {reports}")
+    # VM_DBABORT: the first error ends the program.
+    rc, _, reports = run([prog], lib, {"VMDEBUG": "1,abort"})
+    expect("figure8 abort", rc == -signal.SIGABRT and matches(reports, [UNALLOCATED_6]),
+           f"exit {rc}, reports {reports}")
+    # The method is off unless asked for: the shim's own reports.
+    rc, _, reports = run([prog], lib, {})
+    expect("figure8 without the method", rc == 0 and len(reports) == 2
+           and "pointer not allocated by memd" in reports[0] and "double free" in reports[1],
+           f"exit {rc}, reports {reports}")
+    # A setting it does not know: said, and the method stays off.
+    rc, _, reports = run([prog], lib, {"VMDEBUG": "1,sometimes"})
+    expect("figure8 bad setting", rc == 0 and reports and "VMDEBUG=1,sometimes" in reports[0],
+           f"exit {rc}, reports {reports}")
+
+
+def source_line(prog, site):
+    """The file:line addr2line gives for 'object+0xoffset' (the call before it)."""
+    obj, off = site.rsplit("+", 1)
+    if shutil.which("addr2line") is None:
+        return None
+    out = subprocess.run(["addr2line", "-e", obj, hex(int(off, 16) - 1)], capture_output=True, text=True).stdout
+    return out.strip().split(" ")[0]
+
+
+def line_of(source, text):
+    with open(source, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if text in line:
+                return n
+    raise AssertionError(text)
+
+
+def cases(lib, prog, source):
+    site = r"(\S+\+0x[0-9a-f]+)"
+    rc, out, reports = run([prog, "clean"], lib, {"VMDEBUG": "1"})
+    expect("clean", rc == 0 and out.strip() == "ok" and not reports, f"exit {rc}, out {out!r}, reports {reports}")
+
+    rc, out, reports = run([prog, "underrun"], lib, {"VMDEBUG": "1"})
+    m = re.fullmatch(rf"corrupted data:region=\(process\):block={BLOCK}:bad byte at=-1:allocated at={site}:"
+                     rf"detected at={site}:", reports[0]) if len(reports) == 1 else None
+    expect("underrun", rc == 0 and m is not None, f"exit {rc}, reports {reports}")
+    if m and source and shutil.which("addr2line"):
+        got = source_line(prog, m.group(1))
+        want = f"{os.path.basename(source)}:{line_of(source, 'char* p = malloc(8);')}"
+        expect("underrun allocation site", got is not None and got.endswith(want), f"{got} != ...{want}")
+        got = source_line(prog, m.group(2))
+        want = f"{os.path.basename(source)}:{line_of(source, 'the byte before the block') + 1}"
+        expect("underrun detection site", got is not None and got.endswith(want), f"{got} != ...{want}")
+
+    rc, out, reports = run([prog, "overrun"], lib, {"VMDEBUG": "1"})
+    block = re.search(r"block (0x[0-9a-f]+)", out)
+    expect("overrun", rc == 0 and block and len(reports) == 1 and re.fullmatch(
+        rf"corrupted data:region=\(process\):block={block.group(1)}:bad byte at=11:allocated at={site}:"
+        rf"detected at={site}:", reports[0]), f"exit {rc}, out {out!r}, reports {reports}")
+
+    rc, out, reports = run([prog, "after_free"], lib, {"VMDEBUG": "1"})
+    block = re.search(r"block (0x[0-9a-f]+)", out)
+    expect("write after free", rc == 0 and block and len(reports) == 1 and re.fullmatch(
+        rf"corrupted data:region=\(process\):block={block.group(1)}:bad byte at=5:written after free:"
+        rf"allocated at={site}:", reports[0]), f"exit {rc}, out {out!r}, reports {reports}")
+
+    rc, out, reports = run([prog, "realloc_freed"], lib, {"VMDEBUG": "1"})
+    expect("realloc of a freed block", rc == 0 and out.strip() == "ok" and len(reports) == 1 and re.fullmatch(
+        rf"resize error:region=\(process\):block={BLOCK}:already freed:detected at={site}:", reports[0]),
+        f"exit {rc}, out {out!r}, reports {reports}")
+
+    rc, out, reports = run([prog, "interior"], lib, {"VMDEBUG": "1"})
+    expect("free inside a block", rc == 0 and len(reports) == 1 and re.fullmatch(
+        rf"free error:region=\(process\):block={BLOCK}:unallocated block:detected at={site}:", reports[0]),
+        f"exit {rc}, out {out!r}, reports {reports}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--figure8", required=True)
+    p.add_argument("--cases", required=True)
+    p.add_argument("--cases-source", help="debug_program.c, to map sites back to lines")
+    args = p.parse_args()
+    figure8(os.path.abspath(args.lib), args.figure8)
+    cases(os.path.abspath(args.lib), args.cases, args.cases_source)
+    for f in failures:
+        print("FAIL:", f)
+    if failures:
+        return 1
+    print("debug method: every report as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
