@@ -130,8 +130,11 @@ __attribute__((constructor)) void start_daemon_mode() {
     if (report) start_reporting(&hooks);
     return;
   }
-  if (std::getenv("VMDEBUG") != nullptr || std::getenv("MEMD_METHOD") != nullptr) {
-    say("VMDEBUG and MEMD_METHOD are not applied with MEMD_REGION yet: ", "the region runs its own method", "");
+  if (const char* m = std::getenv("MEMD_METHOD");
+      std::getenv("VMDEBUG") != nullptr || std::getenv("VMPROFILE") != nullptr ||
+      (m != nullptr && *m != '\0' && std::strcmp(m, "best") != 0)) {
+    say("VMDEBUG, VMPROFILE and MEMD_METHOD are not applied with MEMD_REGION yet: ",
+        "the region runs its own method", "");
   }
   bool required = std::getenv("MEMD_REGION_REQUIRED") != nullptr;
   enter_private();

@@ -1,6 +1,7 @@
 #include "client/shim/debug_mode.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 
@@ -11,6 +12,7 @@
 
 #include "absl/debugging/stacktrace.h"
 #include "client/shim/bootstrap_heap.h"
+#include "client/shim/profile_sites.h"
 #include "heap/debug_block.h"
 #include "heap/inspect.h"
 #include "heap/region_format.h"
@@ -34,8 +36,13 @@ using region::Line;
 constexpr int kMaxWatches = 16;
 constexpr size_t kQuarantineBlocks = 4096;
 constexpr size_t kQuarantineBytes = size_t{64} << 20;
+// A block's profile site (index + 1, 0: none) in its header's flags, above
+// the debug method's bits.
+constexpr unsigned kProfileShift = 8;
 
 struct Settings {
+  bool debug = false;     // guards, quarantine, reports (VMDEBUG, MEMD_METHOD=debug)
+  int profile_fd = -1;    // where the profile summary goes at exit; -1: no profile
   bool check = false;
   bool abort = false;
   uintptr_t watch[kMaxWatches] = {};
@@ -56,6 +63,7 @@ struct DebugMethod {
   size_t quarantine_first = 0, quarantine_count = 0, quarantine_bytes = 0;
 };
 constinit DebugMethod method;
+constinit ProfileSites profile;  // with Settings::profile_fd, under method.lock
 constinit memd_daemon_heap calls{};
 
 // Sites: what the program recorded for its next call (memd_debug.h), and
@@ -303,6 +311,11 @@ void* alloc_at(size_t size, size_t align, bool zero, const DebugSite& site) {
     }
     user = heap::debug_format(raw, layout, size, site, method.secret);
     link_live_locked(heap::debug_header(user));
+    if (method.settings.profile_fd >= 0) {
+      uint32_t index = profile.index_of(site);
+      heap::debug_header(user)->flags |= (index + 1) << kProfileShift;
+      profile.allocated(index, size);
+    }
   }
   if (zero) std::memset(user, 0, size);
   if (watched(user)) alert(user, "just allocated", site);
@@ -318,14 +331,21 @@ bool take_live_locked(const char* call, void* p, const DebugSite& site) {
     report_call_error(call, p, s == DebugState::kFreed ? "already freed" : "unallocated block", site);
     return false;
   }
-  check_block_locked(p, &site);
+  if (method.settings.debug) check_block_locked(p, &site);
   return true;
 }
 
 void free_live_locked(void* p) {
-  unlink_live_locked(heap::debug_header(p));
-  heap::debug_mark_freed(p, method.secret);
-  quarantine_locked(p);
+  DebugHeader* h = heap::debug_header(p);
+  unlink_live_locked(h);
+  if (uint32_t index = h->flags >> kProfileShift; index != 0) profile.freed(index - 1, h->size);
+  if (method.settings.debug) {
+    heap::debug_mark_freed(p, method.secret);
+    quarantine_locked(p);
+  } else {
+    h->state = 0;
+    release_raw_locked(p);
+  }
 }
 
 // --- the calls the shim redirects to ---
@@ -434,20 +454,37 @@ bool parse_list(const char* name, const char* value, const char* list, Settings*
   return true;
 }
 
-// VMDEBUG=1[,list] (the paper's), or MEMD_METHOD=debug with MEMD_DEBUG=list.
+// Where the profile goes: a file created (or truncated) now; "" or
+// "stderr": standard error. -1 (reported) if it cannot be opened.
+int open_profile(const char* name, const char* path) {
+  if (path == nullptr || *path == '\0' || std::strcmp(path, "stderr") == 0) return STDERR_FILENO;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) region::report_bad_setting(name, path, "a file this process can write");
+  return fd;
+}
+
+// VMDEBUG=1[,list] and VMPROFILE=file (the paper's), or MEMD_METHOD=debug
+// (with MEMD_DEBUG=list) or MEMD_METHOD=profile (with MEMD_PROFILE=file).
 bool wanted(Settings* s) {
   if (const char* v = std::getenv("VMDEBUG"); v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0) {
     const char* comma = std::strchr(v, ',');
-    return parse_list("VMDEBUG", v, comma != nullptr ? comma + 1 : "", s);
+    s->debug = parse_list("VMDEBUG", v, comma != nullptr ? comma + 1 : "", s);
+  }
+  if (const char* v = std::getenv("VMPROFILE"); v != nullptr && *v != '\0') {
+    s->profile_fd = open_profile("VMPROFILE", v);
   }
   const char* m = std::getenv("MEMD_METHOD");
-  if (m == nullptr || *m == '\0' || std::strcmp(m, "best") == 0) return false;
-  if (std::strcmp(m, "debug") != 0) {
-    region::report_bad_setting("MEMD_METHOD", m, "best or debug (the methods the malloc shim runs)");
-    return false;
+  if (m != nullptr && *m != '\0' && std::strcmp(m, "best") != 0) {
+    if (std::strcmp(m, "debug") == 0) {
+      const char* list = std::getenv("MEMD_DEBUG");
+      s->debug = parse_list("MEMD_DEBUG", list != nullptr ? list : "", list != nullptr ? list : "", s);
+    } else if (std::strcmp(m, "profile") == 0) {
+      s->profile_fd = open_profile("MEMD_PROFILE", std::getenv("MEMD_PROFILE"));
+    } else {
+      region::report_bad_setting("MEMD_METHOD", m, "best, debug or profile (the methods the malloc shim runs)");
+    }
   }
-  const char* list = std::getenv("MEMD_DEBUG");
-  return parse_list("MEMD_DEBUG", list != nullptr ? list : "", list != nullptr ? list : "", s);
+  return s->debug || s->profile_fd >= 0;
 }
 
 bool start() {
@@ -479,6 +516,11 @@ __attribute__((destructor)) void check_at_exit() {
   if (!started.load(std::memory_order_acquire)) return;
   Reentry r;
   Locked locked;
+  if (method.settings.profile_fd >= 0) {
+    heap::RegionStats st = method.arena.arena->stat();
+    profile.write_summary(method.settings.profile_fd, "(process)", uint64_t{st.pages_in_use} << heap::kPageShift);
+  }
+  if (!method.settings.debug) return;
   check_all_locked();
   for (size_t i = 0; i < method.quarantine_count; ++i) {
     void* user = method.quarantine[(method.quarantine_first + i) % kQuarantineBlocks];

@@ -22,15 +22,21 @@
 // Freed blocks wait in a quarantine (the last 4096, at most 64 MiB) filled
 // with a pattern: a second free of one is "already freed", and a write to
 // one is reported when it leaves.
+//
+// The profile method (Vmprofile: VMPROFILE=file, or MEMD_METHOD=profile with
+// MEMD_PROFILE=file, default stderr) runs on the same blocks, without the
+// guards' checks and the quarantine: it counts what each call site
+// allocated and freed (profile_sites.h) and writes the summary at exit.
+// VMDEBUG and VMPROFILE together run both.
 #pragma once
 
 #include "client/shim/daemon_link.h"
 
 namespace memd::client::shim {
 
-// The debug method's heap, as the shim redirects to it (the same calls as
-// a daemon region's heap), if the environment asks for the method; else
-// nullptr. Reads the environment once; creates the heap on the first call.
+// The debug (or profile) method's heap, as the shim redirects to it (the
+// same calls as a daemon region's heap), if the environment asks for the
+// method; else nullptr. Reads the environment once; creates the heap on the first call.
 const memd_daemon_heap* debug_heap_if_wanted();
 
 }  // namespace memd::client::shim

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The malloc shim's debug method (VMDEBUG, MEMD_METHOD=debug), checked on
-the paper's Figure 8 program and on a program that makes one error per case.
+"""The malloc shim's debug and profile methods (VMDEBUG, VMPROFILE,
+MEMD_METHOD=debug|profile), checked on the paper's Figure 8 program and on
+a program that makes one error per case.
 
     check_debug_method.py --lib libmemd-malloc.so --figure8 PROG --cases PROG
 
@@ -11,7 +12,10 @@ literal) and the second free, on line 19, of the block freed on line 12;
 with that block's address watched, two alerts (allocated on line 10, freed
 on line 12). Each case of the other program must give exactly its report,
 naming the block and the bad byte, with sites as object+offset that
-addr2line maps back to the line of the call.
+addr2line maps back to the line of the call. The profile of Figure 8 must
+be Figure 10's summary of its two allocations by line (the paper's third, of
+12 bytes, was its stdio buffer), and a threaded program's per-site lines
+must add up to its totals.
 """
 import argparse
 import os
@@ -20,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 REPORT = re.compile(r"^memd: (.*)$", re.M)
 failures = []
@@ -153,6 +158,49 @@ def cases(lib, prog, source):
         f"exit {rc}, out {out!r}, reports {reports}")
 
 
+def summary(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def counts(line):
+    return {k: int(v) for k, v in re.findall(r"(n_alloc|n_free|s_alloc|s_free|max_busy|extent)=(\d+)", line)}
+
+
+def profiles(lib, figure8_prog, cases_prog, scratch):
+    # Figure 10's summary for the Figure 8 program: its two allocations by
+    # line (the frees on lines 6 and 19 are errors, reported, not counted).
+    out = os.path.join(scratch, "figure8.profile")
+    rc, _, reports = run([figure8_prog], lib, {"VMPROFILE": out})
+    lines = summary(out) if os.path.exists(out) else []
+    want = [r"ALLOCATION USAGE SUMMARY:n_alloc=2:n_free=1:s_alloc=9:s_free=5:",
+            r"region=\(process\):n_alloc=2:n_free=1:s_alloc=9:s_free=5:max_busy=9:extent=\d+:",
+            r"file=t\.c:n_alloc=2:n_free=1:s_alloc=9:s_free=5:",
+            r"    line=4:region=\(process\):n_alloc=1:n_free=0:s_alloc=4:s_free=0:",
+            r"    line=10:region=\(process\):n_alloc=1:n_free=1:s_alloc=5:s_free=5:"]
+    expect("figure8 profile", rc == 0 and matches(lines, want), f"exit {rc}, summary {lines}")
+    expect("figure8 profile reports", len(reports) == 2 and all("free error" in r for r in reports),
+           f"reports {reports}")
+    # Debug and profile at once: Figure 9's reports and the same summary.
+    rc, _, reports = run([figure8_prog], lib, {"VMDEBUG": "1", "VMPROFILE": out})
+    lines = summary(out) if os.path.exists(out) else []
+    expect("figure8 debug and profile", rc == 0 and matches(reports, [UNALLOCATED_6, FREED_19, CORRUPT_4])
+           and matches(lines, want), f"exit {rc}, reports {reports}, summary {lines}")
+    # A threaded program without sites: every return address a line of its
+    # own under file=<>, and the lines add up to the totals.
+    out = os.path.join(scratch, "clean.profile")
+    rc, stdout, reports = run([cases_prog, "clean"], lib, {"MEMD_METHOD": "profile", "MEMD_PROFILE": out})
+    lines = summary(out) if os.path.exists(out) else []
+    ok = rc == 0 and stdout.strip() == "ok" and not reports and len(lines) > 3
+    if ok:
+        total = counts(lines[0])
+        pcs = [counts(l) for l in lines if l.startswith("    pc=")]
+        added = {k: sum(c[k] for c in pcs) for k in ("n_alloc", "n_free", "s_alloc", "s_free")}
+        ok = (total["n_alloc"] >= 4 * 20000 and added == total and counts(lines[1])["max_busy"] > 0
+              and any(l.startswith(f"    pc={cases_prog}+0x") for l in lines))
+    expect("threaded profile", ok, f"exit {rc}, reports {reports}, summary head {lines[:6]}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lib", required=True)
@@ -162,6 +210,8 @@ def main():
     args = p.parse_args()
     figure8(os.path.abspath(args.lib), args.figure8)
     cases(os.path.abspath(args.lib), args.cases, args.cases_source)
+    with tempfile.TemporaryDirectory() as scratch:
+        profiles(os.path.abspath(args.lib), args.figure8, args.cases, scratch)
     for f in failures:
         print("FAIL:", f)
     if failures:

@@ -1,0 +1,203 @@
+#include "client/shim/profile_sites.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "region/report_line.h"
+
+namespace memd::client::shim {
+namespace {
+
+using region::Line;
+
+uint64_t hash_of(const heap::DebugSite& s) {
+  uint64_t h = s.file != nullptr ? reinterpret_cast<uintptr_t>(s.file) * 31 + s.line
+                                 : reinterpret_cast<uintptr_t>(s.pc);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 32);
+}
+
+bool same(const heap::DebugSite& a, const heap::DebugSite& b) {
+  if ((a.file == nullptr) != (b.file == nullptr)) return false;
+  if (a.file == nullptr) return a.pc == b.pc;
+  return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
+}
+
+void add_counts(Line& l, const SiteCounts& c) {
+  l.add("n_alloc=");
+  l.add_decimal(c.n_alloc);
+  l.add(":n_free=");
+  l.add_decimal(c.n_free);
+  l.add(":s_alloc=");
+  l.add_decimal(c.s_alloc);
+  l.add(":s_free=");
+  l.add_decimal(c.s_free);
+  l.add(":");
+}
+
+void add_pc(Line& l, const void* pc) {
+  Dl_info info;
+  if (pc != nullptr && dladdr(pc, &info) != 0 && info.dli_fname != nullptr) {
+    l.add(info.dli_fname[0] != '\0' ? info.dli_fname : "(main program)");
+    l.add("+");
+    l.add_hex_value(reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
+  } else {
+    l.add_hex(pc);
+  }
+}
+
+}  // namespace
+
+uint32_t ProfileSites::index_of(const heap::DebugSite& site) {
+  uint32_t i = static_cast<uint32_t>(hash_of(site)) & (kSlots - 1);
+  for (uint32_t probes = 0; probes < kSlots; ++probes, i = (i + 1) & (kSlots - 1)) {
+    Entry& e = table_[i];
+    if (!e.used) {
+      // Half full is full: probes stay short.
+      if (entries_ >= kSlots / 2) return kOther;
+      e.used = true;
+      e.site = site;
+      ++entries_;
+      return i;
+    }
+    if (same(e.site, site)) return i;
+  }
+  return kOther;
+}
+
+void ProfileSites::allocated(uint32_t index, uint64_t bytes) {
+  SiteCounts& c = table_[index].counts;
+  ++c.n_alloc;
+  c.s_alloc += bytes;
+  ++total_.n_alloc;
+  total_.s_alloc += bytes;
+  busy_ += bytes;
+  if (busy_ > max_busy_) max_busy_ = busy_;
+}
+
+void ProfileSites::freed(uint32_t index, uint64_t bytes) {
+  SiteCounts& c = table_[index].counts;
+  ++c.n_free;
+  c.s_free += bytes;
+  ++total_.n_free;
+  total_.s_free += bytes;
+  busy_ -= bytes;
+}
+
+void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) const {
+  Line l;
+  l.add("ALLOCATION USAGE SUMMARY:");
+  add_counts(l, total_);
+  l.add("\n");
+  l.write_to(fd);
+  l = Line{};
+  l.add("region=");
+  l.add(region);
+  l.add(":");
+  add_counts(l, total_);
+  l.add("max_busy=");
+  l.add_decimal(max_busy_);
+  l.add(":extent=");
+  l.add_decimal(extent);
+  l.add(":\n");
+  l.write_to(fd);
+  // Files in the order their first site sits in the table, each once, its
+  // lines after it; then the sites without a file (file=<>), then the rest.
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const Entry& first = table_[i];
+    if (!first.used || first.site.file == nullptr) continue;
+    bool seen = false;
+    for (uint32_t j = 0; j < i && !seen; ++j) {
+      seen = table_[j].used && table_[j].site.file != nullptr && std::strcmp(table_[j].site.file, first.site.file) == 0;
+    }
+    if (seen) continue;
+    SiteCounts file;
+    for (uint32_t j = i; j < kSlots; ++j) {
+      const Entry& e = table_[j];
+      if (!e.used || e.site.file == nullptr || std::strcmp(e.site.file, first.site.file) != 0) continue;
+      file.n_alloc += e.counts.n_alloc, file.n_free += e.counts.n_free;
+      file.s_alloc += e.counts.s_alloc, file.s_free += e.counts.s_free;
+    }
+    l = Line{};
+    l.add("file=");
+    l.add(first.site.file);
+    l.add(":");
+    add_counts(l, file);
+    l.add("\n");
+    l.write_to(fd);
+    // Its lines in increasing order.
+    int64_t last = -1;
+    for (;;) {
+      int64_t next = INT64_MAX;
+      for (uint32_t j = i; j < kSlots; ++j) {
+        const Entry& e = table_[j];
+        if (e.used && e.site.file != nullptr && e.site.line > last && e.site.line < next &&
+            std::strcmp(e.site.file, first.site.file) == 0) {
+          next = e.site.line;
+        }
+      }
+      if (next == INT64_MAX) break;
+      for (uint32_t j = i; j < kSlots; ++j) {
+        const Entry& e = table_[j];
+        if (!e.used || e.site.file == nullptr || e.site.line != next || std::strcmp(e.site.file, first.site.file) != 0) {
+          continue;
+        }
+        l = Line{};
+        l.add("    line=");
+        l.add_decimal(static_cast<uint64_t>(next));
+        l.add(":region=");
+        l.add(region);
+        l.add(":");
+        add_counts(l, e.counts);
+        l.add("\n");
+        l.write_to(fd);
+      }
+      last = next;
+    }
+  }
+  SiteCounts unnamed;
+  bool any = false;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const Entry& e = table_[i];
+    if (!e.used || e.site.file != nullptr) continue;
+    any = true;
+    unnamed.n_alloc += e.counts.n_alloc, unnamed.n_free += e.counts.n_free;
+    unnamed.s_alloc += e.counts.s_alloc, unnamed.s_free += e.counts.s_free;
+  }
+  if (any) {
+    l = Line{};
+    l.add("file=<>:");
+    add_counts(l, unnamed);
+    l.add("\n");
+    l.write_to(fd);
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      const Entry& e = table_[i];
+      if (!e.used || e.site.file != nullptr) continue;
+      l = Line{};
+      l.add("    pc=");
+      add_pc(l, e.site.pc);
+      l.add(":region=");
+      l.add(region);
+      l.add(":");
+      add_counts(l, e.counts);
+      l.add("\n");
+      l.write_to(fd);
+    }
+  }
+  const SiteCounts& other = table_[kOther].counts;
+  if (other.n_alloc != 0 || other.n_free != 0) {
+    l = Line{};
+    l.add("other sites (past ");
+    l.add_decimal(kSlots / 2);
+    l.add("):region=");
+    l.add(region);
+    l.add(":");
+    add_counts(l, other);
+    l.add("\n");
+    l.write_to(fd);
+  }
+}
+
+}  // namespace memd::client::shim
