@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <ctime>
 #include <link.h>
 #include <pthread.h>
 
@@ -43,6 +46,7 @@ constexpr unsigned kProfileShift = 8;
 struct Settings {
   bool debug = false;     // guards, quarantine, reports (VMDEBUG, MEMD_METHOD=debug)
   int profile_fd = -1;    // where the profile summary goes at exit; -1: no profile
+  int trace_fd = -1;      // where each call's trace line goes; -1: no trace
   bool check = false;
   bool abort = false;
   uintptr_t watch[kMaxWatches] = {};
@@ -61,6 +65,7 @@ struct DebugMethod {
   DebugHeader* live = nullptr;  // the live blocks, newest first
   void* quarantine[kQuarantineBlocks] = {};
   size_t quarantine_first = 0, quarantine_count = 0, quarantine_bytes = 0;
+  uint64_t trace_start_us = 0;
 };
 constinit DebugMethod method;
 constinit ProfileSites profile;  // with Settings::profile_fd, under method.lock
@@ -293,7 +298,39 @@ void quarantine_locked(void* user) {
   method.quarantine_bytes += bytes;
 }
 
-void* alloc_at(size_t size, size_t align, bool zero, const DebugSite& site) {
+const char* method_name() {
+  return method.settings.debug ? "debug" : method.settings.profile_fd >= 0 ? "profile" : "best";
+}
+
+// One line per call that did something, written under the lock so that the
+// file's order is the heap's (a free of an address before its next
+// allocation): old:new:size:region:method:site:thread:microseconds:
+// (docs/trace.md). `old` 0x0: an allocation; `new` 0x0: a free.
+void trace_locked(const void* old, const void* now, uint64_t size, const DebugSite& site) {
+  if (method.settings.trace_fd < 0) return;
+  Line l;
+  l.add_hex(old);
+  l.add(":");
+  l.add_hex(now);
+  l.add(":");
+  l.add_decimal(size);
+  l.add(":(process):");
+  l.add(method_name());
+  l.add(":");
+  add_site(l, site);
+  l.add(":");
+  l.add_decimal(static_cast<uint64_t>(gettid()));
+  l.add(":");
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  uint64_t us = static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_nsec) / 1000;
+  l.add_decimal(us - method.trace_start_us);
+  l.add(":\n");
+  l.write_to(method.settings.trace_fd);
+}
+
+// `resized_from`: the block a resize moves from (traced as one line).
+void* alloc_at(size_t size, size_t align, bool zero, const DebugSite& site, const void* resized_from = nullptr) {
   heap::ThreadHeap* h = thread_heap();  // attaching may allocate: not under the lock
   heap::DebugLayout layout;
   if (!heap::debug_layout(size, align, &layout)) {
@@ -316,6 +353,7 @@ void* alloc_at(size_t size, size_t align, bool zero, const DebugSite& site) {
       heap::debug_header(user)->flags |= (index + 1) << kProfileShift;
       profile.allocated(index, size);
     }
+    trace_locked(resized_from, user, size, site);
   }
   if (zero) std::memset(user, 0, size);
   if (watched(user)) alert(user, "just allocated", site);
@@ -374,7 +412,10 @@ int debug_free(void* p) {
   DebugSite site = take_site();
   Locked locked;
   if (watched(p) && classify_locked(p) == DebugState::kLive) alert(p, "being freed", site);
-  if (take_live_locked("free error", p, site)) free_live_locked(p);
+  if (take_live_locked("free error", p, site)) {
+    trace_locked(p, nullptr, heap::debug_header(p)->size, site);
+    free_live_locked(p);
+  }
   return 1;
 }
 
@@ -394,7 +435,7 @@ void* debug_resize(void* p, size_t size) {
   if (watched(p)) alert(p, "being resized", site);
   // Always moved: a stale pointer to the old place then reads the freed
   // pattern, and writing through it is reported.
-  void* q = alloc_at(size, 0, false, site);
+  void* q = alloc_at(size, 0, false, site, p);
   if (q == nullptr) return nullptr;
   std::memcpy(q, p, old_size < size ? old_size : size);
   Locked locked;
@@ -454,11 +495,13 @@ bool parse_list(const char* name, const char* value, const char* list, Settings*
   return true;
 }
 
-// Where the profile goes: a file created (or truncated) now; "" or
-// "stderr": standard error. -1 (reported) if it cannot be opened.
+// Where the profile or the trace goes: a file appended to (created if need
+// be); "" or "stderr": standard error. -1 (reported) if it cannot be opened.
 int open_profile(const char* name, const char* path) {
   if (path == nullptr || *path == '\0' || std::strcmp(path, "stderr") == 0) return STDERR_FILENO;
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Appended to, never truncated: the programs a traced shell script runs
+  // each open it (one write per line keeps their lines whole).
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) region::report_bad_setting(name, path, "a file this process can write");
   return fd;
 }
@@ -473,6 +516,11 @@ bool wanted(Settings* s) {
   if (const char* v = std::getenv("VMPROFILE"); v != nullptr && *v != '\0') {
     s->profile_fd = open_profile("VMPROFILE", v);
   }
+  for (const char* name : {"VMTRACE", "MEMD_TRACE"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0' && s->trace_fd < 0) {
+      s->trace_fd = open_profile(name, v);
+    }
+  }
   const char* m = std::getenv("MEMD_METHOD");
   if (m != nullptr && *m != '\0' && std::strcmp(m, "best") != 0) {
     if (std::strcmp(m, "debug") == 0) {
@@ -484,7 +532,7 @@ bool wanted(Settings* s) {
       region::report_bad_setting("MEMD_METHOD", m, "best, debug or profile (the methods the malloc shim runs)");
     }
   }
-  return s->debug || s->profile_fd >= 0;
+  return s->debug || s->profile_fd >= 0 || s->trace_fd >= 0;
 }
 
 bool start() {
@@ -501,6 +549,9 @@ bool start() {
   method.arena = handle;
   method.secret = heap::random_secret();
   method.settings = s;
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  method.trace_start_us = static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_nsec) / 1000;
   calls = memd_daemon_heap{debug_alloc, debug_alloc_aligned, debug_alloc_zeroed, debug_resize, debug_free,
                            debug_usable_size, debug_contains, debug_trim, debug_fork_child};
   pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);

@@ -28,6 +28,9 @@
 // guards' checks and the quarantine: it counts what each call site
 // allocated and freed (profile_sites.h) and writes the summary at exit.
 // VMDEBUG and VMPROFILE together run both.
+//
+// VMTRACE=file (or MEMD_TRACE=file), with any of these or alone, appends a
+// line per call to the file (docs/trace.md).
 #pragma once
 
 #include "client/shim/daemon_link.h"

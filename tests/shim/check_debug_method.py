@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The malloc shim's debug and profile methods (VMDEBUG, VMPROFILE,
-MEMD_METHOD=debug|profile), checked on the paper's Figure 8 program and on
+"""The malloc shim's debug and profile methods and its trace (VMDEBUG,
+VMPROFILE, VMTRACE, MEMD_METHOD=debug|profile, MEMD_TRACE), checked on the paper's Figure 8 program and on
 a program that makes one error per case.
 
     check_debug_method.py --lib libmemd-malloc.so --figure8 PROG --cases PROG
@@ -15,7 +15,9 @@ naming the block and the bad byte, with sites as object+offset that
 addr2line maps back to the line of the call. The profile of Figure 8 must
 be Figure 10's summary of its two allocations by line (the paper's third, of
 12 bytes, was its stdio buffer), and a threaded program's per-site lines
-must add up to its totals.
+must add up to its totals. A trace of Figure 8 must be Figure 10's three
+lines, and a threaded program's trace must replay (no free of a block that
+is not live, no allocation of one that is).
 """
 import argparse
 import os
@@ -182,6 +184,7 @@ def profiles(lib, figure8_prog, cases_prog, scratch):
     expect("figure8 profile reports", len(reports) == 2 and all("free error" in r for r in reports),
            f"reports {reports}")
     # Debug and profile at once: Figure 9's reports and the same summary.
+    out = os.path.join(scratch, "figure8-debug.profile")
     rc, _, reports = run([figure8_prog], lib, {"VMDEBUG": "1", "VMPROFILE": out})
     lines = summary(out) if os.path.exists(out) else []
     expect("figure8 debug and profile", rc == 0 and matches(reports, [UNALLOCATED_6, FREED_19, CORRUPT_4])
@@ -201,6 +204,54 @@ def profiles(lib, figure8_prog, cases_prog, scratch):
     expect("threaded profile", ok, f"exit {rc}, reports {reports}, summary head {lines[:6]}")
 
 
+TRACE = re.compile(r"^(0x[0-9a-f]+):(0x[0-9a-f]+):(\d+):\(process\):(best|debug|profile):([^:]+):(\d+):(\d+):$")
+
+
+def traces(lib, figure8_prog, cases_prog, scratch):
+    # Figure 10's trace of Figure 8: two allocations and a free, by line; the
+    # failed frees (lines 6 and 19) are reported and not traced.
+    out = os.path.join(scratch, "figure8.trace")
+    rc, _, reports = run([figure8_prog], lib, {"VMTRACE": out})
+    lines = summary(out) if os.path.exists(out) else []
+    parsed = [TRACE.match(l) for l in lines]
+    ok = rc == 0 and len(parsed) == 3 and all(parsed) and len(reports) == 2
+    if ok:
+        a, b, c = (m.groups() for m in parsed)
+        ok = (a[0] == "0x0" and a[2] == "4" and a[4] == "t.c,4" and b[0] == "0x0" and b[2] == "5"
+              and b[4] == "t.c,10" and c[0] == b[1] and c[1] == "0x0" and c[2] == "5" and c[4] == "t.c,12"
+              and all(m.group(4) == "best" for m in parsed))
+    expect("figure8 trace", ok, f"exit {rc}, trace {lines}, reports {reports}")
+    # A threaded program's trace replays: every free and resize names a
+    # block live at that line, every allocation a block that is not; times
+    # never go back in one thread; the lines count the program's calls.
+    out = os.path.join(scratch, "clean.trace")
+    rc, stdout, reports = run([cases_prog, "clean"], lib, {"MEMD_TRACE": out, "VMDEBUG": "1"})
+    lines = summary(out) if os.path.exists(out) else []
+    live, last_time, bad, allocs = {}, {}, [], 0
+    for n, line in enumerate(lines, 1):
+        m = TRACE.match(line)
+        if not m:
+            bad.append(f"line {n} is not a trace line: {line!r}")
+            break
+        old, new, size, _, _, thread, t = m.groups()
+        if int(t) < last_time.get(thread, 0):
+            bad.append(f"line {n}: time goes back in thread {thread}")
+        last_time[thread] = int(t)
+        if old != "0x0":
+            if old not in live:
+                bad.append(f"line {n}: {old} is not live")
+            live.pop(old, None)
+        if new != "0x0":
+            if new in live:
+                bad.append(f"line {n}: {new} is live already")
+            live[new] = int(size)
+            allocs += old == "0x0"
+        if len(bad) > 5:
+            break
+    expect("threaded trace", rc == 0 and stdout.strip() == "ok" and not reports and not bad
+           and allocs >= 4 * 20000 and len(last_time) >= 5, f"exit {rc}, problems {bad}, allocations {allocs}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lib", required=True)
@@ -212,6 +263,7 @@ def main():
     cases(os.path.abspath(args.lib), args.cases, args.cases_source)
     with tempfile.TemporaryDirectory() as scratch:
         profiles(os.path.abspath(args.lib), args.figure8, args.cases, scratch)
+        traces(os.path.abspath(args.lib), args.figure8, args.cases, scratch)
     for f in failures:
         print("FAIL:", f)
     if failures:
