@@ -331,7 +331,7 @@ def check_kubernetes(args):
 # --- cmake --install ----------------------------------------------------
 
 INSTALLED = {
-    "bin/memd": True, "bin/memdctl": True,
+    "bin/memd": True, "bin/memdctl": True, "bin/memd-replay": True,
     "lib/libmemd-malloc.so": False, "lib/libmemd-daemon-link.so": False,
     "include/memd/memd.h": False, "include/memd/memd_region.h": False,
     "lib/systemd/system/memd.service": False, "etc/memd/memd.conf.example": False,
@@ -355,6 +355,14 @@ def check_install(args):
               "etc/memd/memd.conf.example differs from deploy/systemd/memd.conf")
         status, out, _ = run([os.path.join(prefix, "bin/memd"), "--version"])
         check(status == 0 and out.startswith("memd "), "the installed memd does not run")
+        # The installed memdctl replays with the installed memd-replay and shim.
+        trace = os.path.join(prefix, "t.trace")
+        with open(trace, "w") as f:
+            f.write("0x0:0xa0:4:(process):best:t.c,4:1:0:\n0xa0:0x0:4:(process):best:t.c,5:1:1:\n")
+        status, out, err = run([os.path.join(prefix, "bin/memdctl"), "replay", trace, "--allocators", "glibc",
+                                "--method", "best", "--rounds", "1"])
+        check(status == 0 and re.search(r"^memd-best\s+2\s", out, re.M) is not None,
+              f"the installed memdctl replay failed (exit {status}): {out} {err}")
 
 
 CHECKS = {

@@ -96,10 +96,22 @@ def region_open_seeds():
     yield "header_patch", bytes([1]) + struct.pack("<I", 0) + struct.pack("<I", 40) + bytes([4]) + b"\xff\xff\x00\x00"
 
 
+def trace_seeds():
+    # Figure 10's trace, a resize, a block from before the trace, a threaded mix.
+    yield "figure10", (b"0x0:0xc648:4:(process):best:t.c,4:1:0:\n"
+                       b"0x0:0xc658:5:(process):best:t.c,10:1:5:\n"
+                       b"0xc658:0x0:5:(process):best:t.c,12:1:9:\n")
+    yield "resize", (b"0x0:0x1000:16:(process):debug:/bin/x+0x10:7:1:\n"
+                     b"0x1000:0x2000:64:(process):debug:/bin/x+0x20:7:2:\n"
+                     b"0x2000:0x0:64:(process):debug:/bin/x+0x30:8:3:\n")
+    yield "before", b"0xdead0:0x0:8:(process):best:a.c,1:1:1:\n0xbeef0:0xbeef8:8:(process):best:a.c,2:1:2:\n"
+
+
 def main():
     root = sys.argv[1]
     for target, seeds in (("daemon_rpc_fuzzer", daemon_rpc_seeds()), ("lease_socket_fuzzer", lease_socket_seeds()),
-                          ("telemetry_store_fuzzer", telemetry_seeds()), ("region_open_fuzzer", region_open_seeds())):
+                          ("telemetry_store_fuzzer", telemetry_seeds()), ("region_open_fuzzer", region_open_seeds()),
+                          ("trace_format_fuzzer", trace_seeds())):
         os.makedirs(os.path.join(root, target), exist_ok=True)
         for name, data in seeds:
             with open(os.path.join(root, target, name), "wb") as f:

@@ -36,6 +36,8 @@ constexpr CommandSpec kCommands[] = {
     {Command::kRemove, "remove", "", "REGION", 1, 1, "delete a region no client has attached"},
     {Command::kProfile, "profile", "", "REGION [--pid PID] [-o FILE]", 1, 1,
      "a heap profile for go tool pprof (REGION \"(process)\": process heaps)"},
+    {Command::kReplay, "replay", "", "TRACE [--method M,..] [--allocators A,..] [--rounds N]", 1, 1,
+     "replay an allocation trace offline: time and space per method and malloc"},
 };
 
 const CommandSpec* find_command(std::string_view word) {
@@ -117,6 +119,22 @@ absl::Status set_pid(CommandLine& cl, const std::string& flag, const std::string
   cl.pid = *pid;
   return absl::OkStatus();
 }
+absl::Status set_methods(CommandLine& cl, const std::string& flag, const std::string& list) {
+  if (list.empty()) return usage_error(absl::StrCat(flag, " needs a method (best, debug, profile)"));
+  cl.replay_methods = cl.replay_methods.empty() ? list : absl::StrCat(cl.replay_methods, ",", list);
+  return absl::OkStatus();
+}
+absl::Status set_allocators(CommandLine& cl, const std::string& flag, const std::string& list) {
+  if (list.empty()) return usage_error(absl::StrCat(flag, " needs allocators (glibc, jemalloc, mimalloc, tcmalloc)"));
+  cl.replay_allocators = list;
+  return absl::OkStatus();
+}
+absl::Status set_rounds(CommandLine& cl, const std::string& flag, const std::string& text) {
+  std::optional<int32_t> n = parse_pid(text);
+  if (!n || *n < 1 || *n > 1000) return usage_error(absl::StrCat(flag, " takes a number from 1 to 1000, not \"", text, "\""));
+  cl.replay_rounds = *n;
+  return absl::OkStatus();
+}
 absl::Status set_output(CommandLine& cl, const std::string& flag, const std::string& path) {
   if (path.empty()) return usage_error(absl::StrCat(flag, " needs a file name, or - for stdout"));
   cl.output = path;
@@ -135,6 +153,9 @@ constexpr FlagSpec kFlags[] = {
     {"--region", "", "NAME", false, Command::kDrain, "", set_region},
     {"--pid", "", "PID", false, Command::kProfile, "", set_pid},
     {"--output", "-o", "FILE", false, Command::kProfile, "", set_output},
+    {"--method", "", "M,..", false, Command::kReplay, "", set_methods},
+    {"--allocators", "", "A,..", false, Command::kReplay, "", set_allocators},
+    {"--rounds", "", "N", false, Command::kReplay, "", set_rounds},
 };
 
 const FlagSpec* find_flag(std::string_view word) {

@@ -12,7 +12,7 @@
 
 namespace memd::memdctl {
 
-enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile };
+enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay };
 
 struct CommandLine {
   std::string socket;  // empty: the default rule (region/options.h client_socket_path())
@@ -26,6 +26,9 @@ struct CommandLine {
   int32_t pid = 0;                 // drain PID, profile --pid PID (0: every client)
   std::string region;              // drain --region NAME
   std::string output;              // profile -o FILE ("-": stdout; empty: memd-REGION.pb.gz)
+  std::string replay_methods;      // replay --method best,debug,... (empty: every method)
+  std::string replay_allocators;   // replay --allocators glibc,... (empty: glibc, jemalloc, mimalloc)
+  int replay_rounds = 3;           // replay --rounds N
 };
 
 // A usage error comes back as InvalidArgument with a one-line message; the

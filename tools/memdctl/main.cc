@@ -10,6 +10,7 @@
 #include "tools/memdctl/command_line.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
+#include "tools/memdctl/replay_command.h"
 
 namespace {
 
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
     std::fputs(usage().c_str(), stdout);
     return kExitOk;
   }
+
+  if (command_line->command == Command::kReplay) return run_replay(*command_line);
 
   const std::string socket = command_line->socket.empty() ? memd::region::client_socket_path() : command_line->socket;
   if (int code = report_unreachable(socket); code != kExitOk) return code;
