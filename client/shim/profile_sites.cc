@@ -68,21 +68,15 @@ uint32_t ProfileSites::index_of(const heap::DebugSite& site) {
 }
 
 void ProfileSites::allocated(uint32_t index, uint64_t bytes) {
-  SiteCounts& c = table_[index].counts;
-  ++c.n_alloc;
-  c.s_alloc += bytes;
-  ++total_.n_alloc;
-  total_.s_alloc += bytes;
+  table_[index].counts.allocated(bytes);
+  total_.allocated(bytes);
   busy_ += bytes;
   if (busy_ > max_busy_) max_busy_ = busy_;
 }
 
 void ProfileSites::freed(uint32_t index, uint64_t bytes) {
-  SiteCounts& c = table_[index].counts;
-  ++c.n_free;
-  c.s_free += bytes;
-  ++total_.n_free;
-  total_.s_free += bytes;
+  table_[index].counts.freed(bytes);
+  total_.freed(bytes);
   busy_ -= bytes;
 }
 
@@ -117,8 +111,7 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
     for (uint32_t j = i; j < kSlots; ++j) {
       const Entry& e = table_[j];
       if (!e.used || e.site.file == nullptr || std::strcmp(e.site.file, first.site.file) != 0) continue;
-      file.n_alloc += e.counts.n_alloc, file.n_free += e.counts.n_free;
-      file.s_alloc += e.counts.s_alloc, file.s_free += e.counts.s_free;
+      file.add(e.counts);
     }
     l = Line{};
     l.add("file=");
@@ -163,8 +156,7 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
     const Entry& e = table_[i];
     if (!e.used || e.site.file != nullptr) continue;
     any = true;
-    unnamed.n_alloc += e.counts.n_alloc, unnamed.n_free += e.counts.n_free;
-    unnamed.s_alloc += e.counts.s_alloc, unnamed.s_free += e.counts.s_free;
+    unnamed.add(e.counts);
   }
   if (any) {
     l = Line{};

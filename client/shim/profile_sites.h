@@ -25,6 +25,11 @@ namespace memd::client::shim {
 
 struct SiteCounts {
   uint64_t n_alloc = 0, n_free = 0, s_alloc = 0, s_free = 0;
+  void allocated(uint64_t bytes) { ++n_alloc, s_alloc += bytes; }
+  void freed(uint64_t bytes) { ++n_free, s_free += bytes; }
+  void add(const SiteCounts& o) {
+    n_alloc += o.n_alloc, n_free += o.n_free, s_alloc += o.s_alloc, s_free += o.s_free;
+  }
 };
 
 class ProfileSites {
