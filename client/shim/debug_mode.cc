@@ -16,6 +16,7 @@
 #include "absl/debugging/stacktrace.h"
 #include "client/shim/bootstrap_heap.h"
 #include "client/shim/profile_sites.h"
+#include "client/shim/site_text.h"
 #include "heap/debug_block.h"
 #include "heap/inspect.h"
 #include "heap/region_format.h"
@@ -137,23 +138,6 @@ DebugSite take_site() {
     s.pc = caller_pc();
   }
   return s;
-}
-
-void add_site(Line& l, const DebugSite& s) {
-  if (s.file != nullptr) {
-    l.add(s.file);
-    l.add(",");
-    l.add_decimal(s.line);
-    return;
-  }
-  Dl_info info;
-  if (s.pc != nullptr && dladdr(s.pc, &info) != 0 && info.dli_fname != nullptr) {
-    l.add(info.dli_fname[0] != '\0' ? info.dli_fname : "(main program)");
-    l.add("+");
-    l.add_hex_value(reinterpret_cast<uintptr_t>(s.pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
-  } else {
-    l.add_hex(s.pc);
-  }
 }
 
 // "memd: <kind>:region=(process):block=0x...:"

@@ -1,9 +1,8 @@
 #include "client/shim/profile_sites.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
 
+#include "client/shim/site_text.h"
 #include "region/report_line.h"
 
 namespace memd::client::shim {
@@ -37,15 +36,19 @@ void add_counts(Line& l, const SiteCounts& c) {
   l.add(":");
 }
 
-void add_pc(Line& l, const void* pc) {
-  Dl_info info;
-  if (pc != nullptr && dladdr(pc, &info) != 0 && info.dli_fname != nullptr) {
-    l.add(info.dli_fname[0] != '\0' ? info.dli_fname : "(main program)");
-    l.add("+");
-    l.add_hex_value(reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
-  } else {
-    l.add_hex(pc);
-  }
+// "    <key>:region=<region>:n_alloc=...:" for one site's counts; `key`
+// writes what names the site.
+template <class Key>
+void write_site_line(int fd, Key key, const char* region, const SiteCounts& c) {
+  Line l;
+  l.add("    ");
+  key(l);
+  l.add(":region=");
+  l.add(region);
+  l.add(":");
+  add_counts(l, c);
+  l.add("\n");
+  l.write_to(fd);
 }
 
 }  // namespace
@@ -137,15 +140,8 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
         if (!e.used || e.site.file == nullptr || e.site.line != next || std::strcmp(e.site.file, first.site.file) != 0) {
           continue;
         }
-        l = Line{};
-        l.add("    line=");
-        l.add_decimal(static_cast<uint64_t>(next));
-        l.add(":region=");
-        l.add(region);
-        l.add(":");
-        add_counts(l, e.counts);
-        l.add("\n");
-        l.write_to(fd);
+        write_site_line(fd, [&](Line& k) { k.add("line="), k.add_decimal(static_cast<uint64_t>(next)); }, region,
+                        e.counts);
       }
       last = next;
     }
@@ -167,15 +163,7 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
     for (uint32_t i = 0; i < kSlots; ++i) {
       const Entry& e = table_[i];
       if (!e.used || e.site.file != nullptr) continue;
-      l = Line{};
-      l.add("    pc=");
-      add_pc(l, e.site.pc);
-      l.add(":region=");
-      l.add(region);
-      l.add(":");
-      add_counts(l, e.counts);
-      l.add("\n");
-      l.write_to(fd);
+      write_site_line(fd, [&](Line& k) { k.add("pc="), add_code_address(k, e.site.pc); }, region, e.counts);
     }
   }
   const SiteCounts& other = table_[kOther].counts;
