@@ -42,6 +42,16 @@ int result(const absl::Status& s) {
 static_assert(MEMD_SHM == static_cast<int>(memd::Discipline::kShm));
 static_assert(MEMD_FILE == static_cast<int>(memd::Discipline::kFile));
 static_assert(MEMD_PMEM == static_cast<int>(memd::Discipline::kPmem));
+static_assert(MEMD_METHOD_ANY == 0);
+static_assert(MEMD_BEST == static_cast<int>(memd::Method::kBest));
+static_assert(MEMD_POOL == static_cast<int>(memd::Method::kPool));
+static_assert(MEMD_LAST == static_cast<int>(memd::Method::kLast));
+
+// The C API's method number (0: as created), or nullopt.
+std::optional<memd::Method> method_of(int m) {
+  if (m < 0) return std::nullopt;
+  return memd::method_from_number(static_cast<uint64_t>(m));
+}
 
 // The C API's discipline number, or nullopt (unspecified is not one here).
 std::optional<memd::Discipline> discipline_of(int d) {
@@ -56,22 +66,33 @@ std::optional<memd::Discipline> discipline_of(int d) {
 extern "C" {
 
 memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes) {
-  if (name == nullptr || !discipline_of(discipline)) {
+  return memd_region_create_method(name, discipline, MEMD_BEST, max_bytes);
+}
+
+memd_region* memd_region_create_method(const char* name, int discipline, int method, size_t max_bytes) {
+  std::optional<memd::Method> m = method_of(method);
+  if (name == nullptr || !discipline_of(discipline) || !m) {
     errno = EINVAL;
     return nullptr;
   }
   memd::RegionOptions o;
   o.discipline = *discipline_of(discipline);
+  o.method = *m == memd::Method{} ? memd::Method::kBest : *m;
   if (max_bytes != 0) o.max_bytes = max_bytes;
   return give(memd::Region::create(name, o));
 }
 
 memd_region* memd_region_open(const char* name, int discipline) {
-  if (name == nullptr || !discipline_of(discipline)) {
+  return memd_region_open_method(name, discipline, MEMD_METHOD_ANY);
+}
+
+memd_region* memd_region_open_method(const char* name, int discipline, int method) {
+  std::optional<memd::Method> m = method_of(method);
+  if (name == nullptr || !discipline_of(discipline) || !m) {
     errno = EINVAL;
     return nullptr;
   }
-  return give(memd::Region::open(name, *discipline_of(discipline)));
+  return give(memd::Region::open(name, *discipline_of(discipline), *m));
 }
 
 memd_region* memd_region_attach(const char* name, int discipline, const char* socket_path, int read_only) {
@@ -100,6 +121,10 @@ int memd_region_remove(const char* name, int discipline) {
   }
   return result(memd::Region::remove(name, *discipline_of(discipline)));
 }
+
+int memd_region_method(memd_region* region) { return static_cast<int>(cast(region)->method()); }
+int memd_region_clear(memd_region* region) { return result(cast(region)->clear()); }
+size_t memd_region_size(memd_region* region, const void* p) { return cast(region)->size(p); }
 
 void* memd_region_alloc(memd_region* region, size_t size) { return cast(region)->alloc(size); }
 void memd_region_free(memd_region* region, void* p) { cast(region)->free(p); }

@@ -56,7 +56,9 @@ struct OpenOptions {
   // it as kShm with `any_discipline` to accept what the region is.
   Discipline discipline = Discipline::kShm;
   bool any_discipline = false;
-  Method method = Method::kBest;
+  // Opening: must match, or Method{} to accept what the region is.
+  // Creating: Method{} is best.
+  Method method = Method{};
   bool create = true;      // create the region if it does not exist
   bool exclusive = false;  // with create: fail if it exists
   size_t max_bytes = 0;    // creating: the reservation (0: the daemon's default)

@@ -22,11 +22,23 @@ extern "C" {
 typedef struct memd_region memd_region;
 
 enum memd_discipline { MEMD_SHM = 1, MEMD_FILE = 2, MEMD_PMEM = 3 };
+/* How the region manages memory (Vmalloc's methods; docs/methods.md).
+ * MEMD_METHOD_ANY opens a region with whatever method it was made with. */
+enum memd_method {
+  MEMD_METHOD_ANY = 0,
+  MEMD_BEST = 1, /* any size, any order of frees */
+  MEMD_POOL = 2, /* one size (the first allocation's), no per-object header */
+  MEMD_LAST = 3  /* bump allocation: only the most recent object is freed;
+                    memd_region_clear frees all */
+};
 
 /* Creates a region and opens it as its owner. max_bytes: its fixed size. */
 memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes);
-/* Opens an existing region as its owner, recovering it after a crash. */
+memd_region* memd_region_create_method(const char* name, int discipline, int method, size_t max_bytes);
+/* Opens an existing region as its owner, recovering it after a crash.
+ * With a method other than the region's: NULL, EPROTO. */
 memd_region* memd_region_open(const char* name, int discipline);
+memd_region* memd_region_open_method(const char* name, int discipline, int method);
 /* Attaches to a region whose owner serves leases on `socket_path`. */
 memd_region* memd_region_attach(const char* name, int discipline, const char* socket_path,
                                 int read_only);
@@ -36,6 +48,15 @@ int memd_region_serve(memd_region* region, const char* socket_path);
 void memd_region_close(memd_region* region);
 int memd_region_remove(const char* name, int discipline);
 
+/* The region's method (a memd_method). */
+int memd_region_method(memd_region* region);
+/* Pool and last: frees every object of the method at once (roots stay);
+ * nothing else may use the method's objects meanwhile. -1, EPROTO for best. */
+int memd_region_clear(memd_region* region);
+/* Usable size of a live object (last: of the most recent one only), else 0. */
+size_t memd_region_size(memd_region* region, const void* p);
+
+/* A pool region fails (EINVAL) any size but its fixed one. */
 void* memd_region_alloc(memd_region* region, size_t size);
 void memd_region_free(memd_region* region, void* p);
 void* memd_region_resize(memd_region* region, void* p, size_t size);

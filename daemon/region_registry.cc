@@ -172,7 +172,7 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::open(const OpenArg
   }
   if (args.method != Method{} && args.method != r.method) {
     return absl::FailedPreconditionError(absl::StrCat("region \"", args.name, "\" is managed by method ",
-                                                      static_cast<uint32_t>(r.method)));
+                                                      method_name(r.method), ", not ", method_name(args.method)));
   }
   if (absl::Status s = check_access(r, who, !args.read_only); !s.ok()) return s;
   return found;

@@ -77,7 +77,8 @@ void forward_source_event(void* context, const disciplines::SourceEventInfo& inf
 // Reads and validates the header of an object before mapping it. Returns
 // where the region prefers to be mapped. A region of an older format is
 // accepted only by an owner (`as_owner`), which upgrades it once mapped.
-absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m, bool as_owner) {
+absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m, bool as_owner,
+                                     Method* method) {
   alignas(heap::RegionHeader) unsigned char bytes[sizeof(heap::RegionHeader)] = {};
   const auto& h = *reinterpret_cast<const heap::RegionHeader*>(bytes);
   size_t len = source.length();
@@ -107,10 +108,15 @@ absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, M
   if (is_shm != made_shm) {
     return absl::InvalidArgumentError(absl::StrCat(source.name(), ": made with discipline ", h.discipline));
   }
-  if (h.method != static_cast<uint32_t>(m)) {
-    return absl::FailedPreconditionError(absl::StrCat(source.name(), ": managed by method ", h.method,
-                                                      ", asked for method ", static_cast<uint32_t>(m)));
+  std::optional<Method> made = method_from_number(h.method);
+  if (!made || *made == Method{}) {
+    return absl::DataLossError(absl::StrCat(source.name(), ": the header names no method (", h.method, ")"));
   }
+  if (m != Method{} && *made != m) {
+    return absl::FailedPreconditionError(absl::StrCat(source.name(), ": managed by method ", method_name(*made),
+                                                      ", asked for method ", method_name(m)));
+  }
+  *method = *made;
   return h.preferred_base;
 }
 
@@ -285,7 +291,10 @@ Region::~Region() {
 
 absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, const RegionOptions& options) {
   if (absl::Status s = check_name(name, options.discipline); !s.ok()) return s;
-  if (options.method != Method::kBest) return absl::InvalidArgumentError("unknown method");
+  std::optional<Method> method = method_from_number(static_cast<uint32_t>(options.method));
+  if (!method || *method == Method{}) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown method ", static_cast<uint32_t>(options.method)));
+  }
   if (!heap::params_valid(options.params)) return absl::InvalidArgumentError("invalid heap parameters");
   if (options.max_threads == 0 || options.max_threads > heap::kMaxOwnerSlots - 1 || options.max_clients == 0 ||
       options.max_clients >= heap::kProcessHolder || options.max_roots == 0) {
@@ -309,6 +318,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   auto impl = std::make_unique<RegionImpl>();
   impl->name = std::string(name);
   impl->discipline = options.discipline;
+  impl->method = options.method;
   impl->handler = options.event_handler;
   impl->handler_context = options.event_context;
   disciplines::SharedSourceOptions so;
@@ -350,7 +360,7 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
   absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(d), name, so);
   if (!src.ok()) return src.status();
   impl->source = std::move(*src);
-  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m, as_owner);
+  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m, as_owner, &impl->method);
   if (!base.ok()) return base.status();
   *preferred_base = *base;
   impl->source->set_event_handler(forward_source_event, impl.get());

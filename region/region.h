@@ -49,8 +49,14 @@ enum class Discipline : uint32_t {
   kPmem = 3,  // a file mapped through PMDK libpmem (DAX or a regular file system)
 };
 
-// How the region's memory is managed. `best` is the Vam heap.
-enum class Method : uint32_t { kBest = 1 };
+// How the region's memory is managed (Vmalloc's methods; docs/methods.md).
+enum class Method : uint32_t {
+  kBest = 1,  // the Vam heap: any size, any order of frees
+  kPool = 2,  // objects of one size (fixed by the first allocation after
+              // creation or clear), no per-object header, lock-free bitmaps
+  kLast = 3,  // bump allocation: only the most recent object may be freed
+              // or resized in place; clear() frees everything at once
+};
 
 // The only place a number becomes a Discipline or a Method (a number from
 // the wire, the C API or the daemon's catalog, whose enums are pinned to
@@ -58,6 +64,21 @@ enum class Method : uint32_t { kBest = 1 };
 // "unspecified" (Discipline{}, Method{}); a number that names none is nullopt.
 std::optional<Discipline> discipline_from_number(uint64_t n);
 std::optional<Method> method_from_number(uint64_t n);
+// "best", "pool", "last" (and "unspecified" for Method{}); nullopt for other names.
+const char* method_name(Method m);
+std::optional<Method> method_from_name(std::string_view name);
+
+// What a pool or last region's method holds (Region::method_stats).
+struct MethodStats {
+  Method method = Method::kBest;
+  uint64_t object_size = 0;    // pool: the fixed request size (0 until the first allocation)
+  uint64_t chunks = 0;         // chunks of the region's best heap the method took
+  uint64_t chunk_bytes = 0;
+  uint64_t live_objects = 0;   // pool: allocated and not freed
+  uint64_t capacity = 0;       // pool: objects the chunks hold
+  uint64_t used_bytes = 0;     // last: bytes up to the top (earlier chunks counted whole)
+  uint64_t ignored_frees = 0;  // last: frees of an object that was not the most recent
+};
 
 // Vmalloc's exception events, delivered to the region's handler.
 enum class RegionEvent : uint32_t {
@@ -117,9 +138,10 @@ class Region {
   // Opens an existing region as its owner: validates its format and, if the
   // last owner did not close it cleanly, recovers it (everything derived is
   // rebuilt; objects in flight at the crash may leak, nothing else).
-  // `method` must be the one the region was created with.
+  // `method` must be the one the region was created with (Method{}: any,
+  // as the region says); another is FAILED_PRECONDITION naming both.
   static absl::StatusOr<std::unique_ptr<Region>> open(std::string_view name, Discipline discipline,
-                                                      Method method = Method::kBest);
+                                                      Method method = Method{});
   // A lease of a client process that outlived the region's previous owner.
   struct KeptLease {
     uint32_t slot = 0;
@@ -145,7 +167,7 @@ class Region {
   // `read_only`: map without write access; alloc and free then fail (EROFS).
   static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
                                                         std::string_view owner_socket,
-                                                        bool read_only = false, Method method = Method::kBest);
+                                                        bool read_only = false, Method method = Method{});
   // Deletes a region's backing object. The region must not be open.
   static absl::Status remove(std::string_view name, Discipline discipline);
 
@@ -158,6 +180,9 @@ class Region {
   // blocks are reclaimed.
   absl::Status serve(std::string_view path);
 
+  // By the region's method. A pool region fails (EINVAL) a size other than
+  // its fixed one; a last region frees only its most recent object (others
+  // wait for clear) and knows only that object's size.
   void* alloc(size_t size) noexcept;
   void* alloc_aligned(size_t size, size_t align) noexcept;
   void* alloc_zeroed(size_t size) noexcept;
@@ -166,6 +191,12 @@ class Region {
   void free(void* p) noexcept;
   void* resize(void* p, size_t size) noexcept;
   size_t size(const void* p) const;  // usable size of a live object, 0 if not one
+  // Pool and last: frees every object of the method at once (Vmalloc's
+  // vmclear); a pool's next allocation fixes its size anew. No other call
+  // on the method's objects may run meanwhile, in any process. Roots are
+  // not the method's and stay. FAILED_PRECONDITION for best.
+  absl::Status clear();
+  MethodStats method_stats() const;
 
   // Position independence: offsets are the same in every process.
   uint64_t offset_of(const void* p) const;
@@ -287,11 +318,21 @@ class Region {
   explicit Region(std::unique_ptr<RegionImpl> impl);
   // Root primitives behind the templates. construct_root returns the object
   // and whether the caller must construct it (then finish_root publishes it).
-  void* find_root(std::string_view name, uint64_t type) const;
-  std::pair<void*, bool> reserve_root(std::string_view name, size_t size, size_t align, uint64_t type);
+  void* find_root(std::string_view name, uint64_t type, bool reserved_name = false) const;
+  std::pair<void*, bool> reserve_root(std::string_view name, size_t size, size_t align, uint64_t type,
+                                      bool reserved_name = false);
   void publish_root(std::string_view name, bool constructed);
   void* take_root(std::string_view name, uint64_t type);
+  // Roots are objects of the best heap in a region of any method.
+  void free_root_object(void* p);
   static uint64_t type_hash(const char* name);
+  // The pool or last method's state (a reserved root), made by the first
+  // process that asks; nullptr and errno.
+  void* method_state() const;
+  void* method_alloc(size_t size, size_t align, bool zeroed) noexcept;
+  void method_free(void* p) noexcept;
+  void* method_resize(void* p, size_t size) noexcept;
+  size_t method_size(const void* p) const;
 
   std::unique_ptr<RegionImpl> impl_;
 };
@@ -323,7 +364,7 @@ bool Region::destroy(std::string_view name) {
   T* obj = static_cast<T*>(take_root(name, type_hash(detail::type_name<T>())));
   if (obj == nullptr) return false;
   obj->~T();
-  free(obj);
+  free_root_object(obj);
   return true;
 }
 

@@ -18,6 +18,7 @@ void* Region::alloc(size_t size) noexcept {
     errno = EROFS;
     return nullptr;
   }
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, false);
   heap::ThreadHeap* h = impl_->thread_heap();
   void* p = h ? h->alloc(size) : nullptr;
   if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
@@ -33,6 +34,7 @@ void* Region::alloc_aligned(size_t size, size_t align) noexcept {
     errno = EROFS;
     return nullptr;
   }
+  if (impl_->method != Method::kBest) return method_alloc(size, align, false);
   heap::ThreadHeap* h = impl_->thread_heap();
   return h ? h->alloc_aligned(size, align) : nullptr;
 }
@@ -42,6 +44,7 @@ void* Region::alloc_zeroed(size_t size) noexcept {
     errno = EROFS;
     return nullptr;
   }
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, true);
   heap::ThreadHeap* h = impl_->thread_heap();
   return h ? h->alloc_zeroed(size) : nullptr;
 }
@@ -62,6 +65,7 @@ void Region::free(void* p) noexcept {
                               __builtin_return_address(0));
     return;
   }
+  if (impl_->method != Method::kBest) return method_free(p);
   heap::FreeStatus s = region::thread_heap_or_stranger(impl_->handle)->free(p);
   if (s != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
@@ -79,6 +83,7 @@ void* Region::resize(void* p, size_t size) noexcept {
   }
   heap::ThreadHeap* h = impl_->read_only ? nullptr : impl_->thread_heap();
   if (h == nullptr) return nullptr;
+  if (impl_->method != Method::kBest) return method_resize(p, size);
   if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
     errno = EINVAL;
@@ -89,6 +94,7 @@ void* Region::resize(void* p, size_t size) noexcept {
 
 size_t Region::size(const void* p) const {
   if (!contains(p) || !impl_->registered) return 0;
+  if (impl_->method != Method::kBest) return method_size(p);
   heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle);
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
@@ -224,14 +230,32 @@ std::optional<Method> method_from_number(uint64_t n) {
   switch (n) {
     case 0: return Method{};
     case static_cast<uint32_t>(Method::kBest): return Method::kBest;
+    case static_cast<uint32_t>(Method::kPool): return Method::kPool;
+    case static_cast<uint32_t>(Method::kLast): return Method::kLast;
     default: return std::nullopt;
   }
+}
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::kBest: return "best";
+    case Method::kPool: return "pool";
+    case Method::kLast: return "last";
+  }
+  return "unspecified";
+}
+
+std::optional<Method> method_from_name(std::string_view name) {
+  for (Method m : {Method::kBest, Method::kPool, Method::kLast}) {
+    if (name == method_name(m)) return m;
+  }
+  return std::nullopt;
 }
 
 bool Region::is_owner() const { return impl_->owner(); }
 bool Region::read_only() const { return impl_->read_only; }
 Discipline Region::discipline() const { return impl_->discipline; }
-Method Region::method() const { return static_cast<Method>(impl_->region.header->method); }
+Method Region::method() const { return impl_->method; }
 uint64_t Region::generation() const { return impl_->region.header->generation.load(); }
 
 }  // namespace memd

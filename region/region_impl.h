@@ -19,6 +19,7 @@
 #include "region/thread_heaps.h"
 #include "disciplines/shared_source.h"
 #include "heap/layout.h"
+#include "heap/method_chunks.h"
 #include "heap/size_class.h"
 
 namespace memd {
@@ -27,6 +28,11 @@ class RegionImpl {
  public:
   std::string name;
   Discipline discipline = Discipline::kShm;
+  // As the header said when this process mapped the region (it is not read
+  // again: any process of the region may write the header).
+  Method method = Method::kBest;
+  // Pool and last: the method's state in the region, once looked up.
+  mutable std::atomic<void*> method_state{nullptr};
   std::unique_ptr<disciplines::SharedSource> source;
   heap::Region region{};
   std::unique_ptr<heap::SizeClasses> classes;
@@ -53,6 +59,19 @@ class RegionImpl {
   void* handler_context = nullptr;
 
   bool owner() const { return pages != nullptr; }
+  // The pool and last methods take chunks from this process's best heap.
+  class MethodChunks final : public heap::ChunkSource {
+   public:
+    explicit MethodChunks(RegionImpl* impl) : impl_(impl) {}
+    char* alloc_chunk(size_t bytes) override {
+      heap::ThreadHeap* h = impl_->thread_heap();
+      return h ? static_cast<char*>(h->alloc(bytes)) : nullptr;
+    }
+    void free_chunk(char* chunk) override;
+   private:
+    RegionImpl* impl_;
+  };
+  MethodChunks method_chunks{this};
   // This thread's heap of the region; nullptr and EPERM for an owner that
   // only serves leases (it has none).
   heap::ThreadHeap* thread_heap() {

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -101,7 +102,13 @@ RootEntry* find_entry(const heap::Region& r, std::string_view name) {
   return nullptr;
 }
 
-bool valid_root_name(std::string_view name) { return !name.empty() && name.size() <= heap::kRootNameMax; }
+// Names beginning "memd:" are memd's own (a pool or last region's method
+// state): programs can neither make, find nor destroy them.
+constexpr std::string_view kReservedPrefix = "memd:";
+bool reserved_root_name(std::string_view name) { return name.substr(0, kReservedPrefix.size()) == kReservedPrefix; }
+bool valid_root_name(std::string_view name, bool reserved_ok = false) {
+  return !name.empty() && name.size() <= heap::kRootNameMax && (reserved_ok || !reserved_root_name(name));
+}
 
 }  // namespace
 
@@ -111,9 +118,9 @@ uint64_t Region::type_hash(const char* name) {
   return h;
 }
 
-void* Region::find_root(std::string_view name, uint64_t type) const {
+void* Region::find_root(std::string_view name, uint64_t type, bool reserved_name) const {
   const heap::Region& r = impl_->region;
-  if (!valid_root_name(name)) {
+  if (!valid_root_name(name, reserved_name)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -133,9 +140,10 @@ void* Region::find_root(std::string_view name, uint64_t type) const {
   return nullptr;
 }
 
-std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, size_t align, uint64_t type) {
+std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, size_t align, uint64_t type,
+                                            bool reserved_name) {
   const heap::Region& r = impl_->region;
-  if (!valid_root_name(name) || impl_->read_only) {
+  if (!valid_root_name(name, reserved_name) || impl_->read_only) {
     errno = impl_->read_only ? EROFS : EINVAL;
     return {nullptr, false};
   }
@@ -151,7 +159,8 @@ std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, 
   for (uint32_t i = 0; i < r.max_roots && slot == nullptr; ++i) {
     if (r.roots[i].state.load() == RootState::kFree) slot = &r.roots[i];
   }
-  void* mem = slot ? alloc_aligned(size ? size : 1, align < 16 ? 16 : align) : nullptr;
+  heap::ThreadHeap* heap = slot ? impl_->thread_heap() : nullptr;  // the best heap, whatever the method
+  void* mem = heap ? heap->alloc_aligned(size ? size : 1, align < 16 ? 16 : align) : nullptr;
   if (mem == nullptr) {
     if (slot == nullptr) errno = ENOSPC;
     unlock_roots(r);
@@ -175,7 +184,7 @@ void Region::publish_root(std::string_view name, bool constructed) {
     if (constructed) {
       e->state.store(RootState::kReady, std::memory_order_release);
     } else {
-      free(r.data + e->offset);
+      free_root_object(r.data + e->offset);
       e->state.store(RootState::kFree, std::memory_order_release);
     }
   }
@@ -225,6 +234,7 @@ std::vector<RootInfo> Region::list() const {
   for (uint32_t i = 0; i < r.max_roots; ++i) {
     RootEntry& e = r.roots[i];
     if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
+    if (reserved_root_name(std::string_view(e.name, std::min<size_t>(e.name_len, heap::kRootNameMax)))) continue;
     out.push_back({std::string(e.name, e.name_len), e.offset, e.size, e.type});
   }
   return out;

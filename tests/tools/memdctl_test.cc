@@ -221,19 +221,20 @@ TEST_F(MemdctlTest, RegionsTableListsARegionAClientCreated) {
     std::vector<std::string> lines = lines_of(r.out);
     ASSERT_EQ(lines.size(), 2u) << r;
     EXPECT_EQ(words_of(lines[0]),
-              (std::vector<std::string>{"NAME", "DISCIPLINE", "CLIENTS", "IN", "USE", "BACKING", "OBJECTS",
+              (std::vector<std::string>{"NAME", "DISCIPLINE", "METHOD", "CLIENTS", "IN", "USE", "BACKING", "OBJECTS",
                                         "RESERVED", "OWNER", "MODE", "STATE"}))
         << r;
-    // jobs shm 1 <in use> <unit> <backing> <unit> <objects> 256.0 MiB <uid> 0640 served
+    // jobs shm best 1 <in use> <unit> <backing> <unit> <objects> 256.0 MiB <uid> 0640 served
     std::vector<std::string> row = row_where(r.out, 0, "jobs");
-    ASSERT_EQ(row.size(), 13u) << r;
-    EXPECT_EQ(row[12], "served");
+    ASSERT_EQ(row.size(), 14u) << r;
+    EXPECT_EQ(row[13], "served");
     EXPECT_EQ(row[1], "shm");
-    EXPECT_EQ(row[2], "1");  // this process
-    EXPECT_EQ(row[8], "256.0");
-    EXPECT_EQ(row[9], "MiB");
-    EXPECT_EQ(row[10], std::to_string(getuid()));
-    EXPECT_EQ(row[11], "0640");
+    EXPECT_EQ(row[2], "best");
+    EXPECT_EQ(row[3], "1");  // this process
+    EXPECT_EQ(row[9], "256.0");
+    EXPECT_EQ(row[10], "MiB");
+    EXPECT_EQ(row[11], std::to_string(getuid()));
+    EXPECT_EQ(row[12], "0640");
   }
 }
 

@@ -49,6 +49,7 @@ Outcome regions_command(const CommandLine& command_line, DaemonCalls& calls) {
   return print_answer(command_line, response, [&] {
     Table table({{"NAME"},
                  {"DISCIPLINE"},
+                 {"METHOD"},
                  {"CLIENTS", Align::kRight},
                  {"IN USE", Align::kRight},
                  {"BACKING", Align::kRight},
@@ -58,7 +59,8 @@ Outcome regions_command(const CommandLine& command_line, DaemonCalls& calls) {
                  {"MODE"},
                  {"STATE"}});
     for (const v1::RegionInfo& r : response.regions()) {
-      table.add_row({r.name(), enum_label(*v1::Discipline_descriptor(), r.discipline()), absl::StrCat(r.clients()),
+      table.add_row({r.name(), enum_label(*v1::Discipline_descriptor(), r.discipline()),
+                     enum_label(*v1::Method_descriptor(), r.method()), absl::StrCat(r.clients()),
                      human_bytes(r.pages_in_use() * heap::kPageSize), human_bytes(r.backing_bytes()),
                      absl::StrCat(r.objects()), human_bytes(r.max_bytes()), absl::StrCat(r.owner_uid()),
                      octal_mode(r.mode()), r.damage().empty() ? "served" : "damaged: " + r.damage()});
