@@ -8,30 +8,38 @@ namespace {
 
 inline constexpr uint64_t kPoolChunkKind = 0x706f6f6c2d63686bull;  // "pool-chk"
 inline constexpr uint32_t kBitmapWords = kPoolMaxObjectsPerChunk / 64;
+inline constexpr uint64_t kFull = ~uint64_t{0};
 
 struct PoolChunk {
   uint64_t mark;    // chunk_mark(kPoolChunkKind): set last when made, cleared when freed
   uint64_t next;    // offset + 1 of the next older chunk, 0: none
   uint32_t stride;  // bytes per object
   uint32_t count;   // objects
-  std::atomic<uint32_t> used;  // bits set
-  uint32_t pad0;
-  uint64_t pad1[4];
-  std::atomic<uint64_t> bits[kBitmapWords];  // 1: allocated (or past `count`)
+  uint64_t recip;   // ceil(2^32 / stride): object indices without a division
+  uint64_t pad[4];
+  std::atomic<uint64_t> bits[kBitmapWords];  // 1: taken (or past `count`)
 };
 static_assert(offsetof(PoolChunk, bits) == 64);
 inline constexpr size_t kObjectsAt = sizeof(PoolChunk);  // 576: objects are 16-aligned
 static_assert(kObjectsAt % 16 == 0);
 
 char* objects_of(PoolChunk* c) { return reinterpret_cast<char*>(c) + kObjectsAt; }
+uint32_t words_of(const PoolChunk* c) { return (c->count + 63) / 64; }
 
 size_t stride_for(size_t size) { return round16(size == 0 ? 1 : size); }
+uint64_t recip_for(size_t stride) { return ((uint64_t{1} << 32) + stride - 1) / stride; }
 
 size_t chunk_bytes_for(size_t stride) {
   size_t want = kObjectsAt + 8 * stride;  // at least 8 objects
   size_t bytes = (want + kPageSize - 1) & ~(kPageSize - 1);
   return bytes < kMinMethodChunk ? kMinMethodChunk : bytes;
 }
+
+// d / stride when d is a multiple of it (below 2^32), else some q with
+// q * stride != d: with m = ceil(2^32 / s) = (2^32 + e) / s, e < s, a
+// multiple d = q s gives d m = q 2^32 + q e, and q e < 2^32 for the chunks
+// a pool makes (fewer than 4096 objects, under 4 GiB).
+uint64_t index_of(uint64_t d, uint64_t recip) { return (d * recip) >> 32; }
 
 // The chunk at data offset `off` if it is one of this pool's chunks of
 // `stride`-byte objects (bounded by its run: every field is memory another
@@ -43,7 +51,8 @@ PoolChunk* chunk_at(const Region& r, uint64_t off, size_t stride) {
   if (huge_run_of(r, p, &run) != p) return nullptr;
   auto* c = reinterpret_cast<PoolChunk*>(p);
   if (c->mark != chunk_mark(r, kPoolChunkKind, c) || c->stride != stride || c->count == 0 ||
-      c->count > kPoolMaxObjectsPerChunk || kObjectsAt + size_t{c->count} * stride > run) {
+      c->count > kPoolMaxObjectsPerChunk || kObjectsAt + size_t{c->count} * stride > run ||
+      c->recip != recip_for(stride)) {
     return nullptr;
   }
   return c;
@@ -56,22 +65,51 @@ uint32_t start_word(uint32_t words) {
   return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(&here) >> 12) % words);
 }
 
-void* take_from(PoolChunk* c) {
-  if (c->used.load(std::memory_order_relaxed) >= c->count) return nullptr;
-  uint32_t words = (c->count + 63) / 64;
+// Claims every free object of one word of `c` (one fetch_or) and hands one
+// out; the others go to `cache` (or back at once when there is none). A
+// thread goes on from the word after its last claim: behind it the words
+// are likely full.
+void* claim_from(PoolState& s, PoolChunk* c, PoolCache* cache, uint64_t size) {
+  uint32_t words = words_of(c);
   uint32_t first = start_word(words);
+  if (cache != nullptr && cache->cursor_chunk == reinterpret_cast<char*>(c) && cache->cursor_word < words) {
+    first = cache->cursor_word;
+  }
   for (uint32_t i = 0; i < words; ++i) {
     uint32_t w = first + i < words ? first + i : first + i - words;
-    uint64_t bits = c->bits[w].load(std::memory_order_relaxed);
-    while (bits != ~uint64_t{0}) {
-      uint64_t bit = uint64_t{1} << __builtin_ctzll(~bits);
-      uint64_t old = c->bits[w].fetch_or(bit, std::memory_order_acquire);
-      if ((old & bit) == 0) {
-        c->used.fetch_add(1, std::memory_order_relaxed);
-        return objects_of(c) + (size_t{w} * 64 + static_cast<size_t>(__builtin_ctzll(bit))) * c->stride;
+    if (c->bits[w].load(std::memory_order_relaxed) == kFull) continue;
+    uint64_t claimed;
+    if (cache != nullptr) {
+      claimed = ~c->bits[w].fetch_or(kFull, std::memory_order_acquire);
+    } else {
+      uint64_t bits = c->bits[w].load(std::memory_order_relaxed);
+      claimed = 0;
+      while (bits != kFull) {
+        uint64_t bit = ~bits & (bits + 1);  // the lowest clear bit
+        uint64_t old = c->bits[w].fetch_or(bit, std::memory_order_acquire);
+        if ((old & bit) == 0) {
+          claimed = bit;
+          break;
+        }
+        bits = old | bit;
       }
-      bits = old | bit;
     }
+    if (claimed == 0) continue;
+    char* word_first = objects_of(c) + size_t{w} * 64 * c->stride;
+    uint64_t bit = claimed & (~claimed + 1);
+    if (cache != nullptr) {
+      cache->state = &s;
+      cache->clears = s.clears.load(std::memory_order_relaxed);
+      cache->size = size;
+      cache->chunk = reinterpret_cast<char*>(c);
+      cache->first = word_first;
+      cache->stride = c->stride;
+      cache->word = w;
+      cache->mask = claimed & ~bit;
+      cache->cursor_chunk = reinterpret_cast<char*>(c);
+      cache->cursor_word = w + 1;
+    }
+    return word_first + static_cast<size_t>(__builtin_ctzll(bit)) * c->stride;
   }
   return nullptr;
 }
@@ -86,10 +124,10 @@ PoolChunk* make_chunk(const Region& r, ChunkSource& source, size_t stride) {
   c->next = 0;
   c->stride = static_cast<uint32_t>(stride);
   c->count = static_cast<uint32_t>(count);
-  c->used.store(0, std::memory_order_relaxed);
+  c->recip = recip_for(stride);
   for (uint32_t w = 0; w < kBitmapWords; ++w) {
     size_t lo = size_t{w} * 64;
-    uint64_t past = lo >= count ? ~uint64_t{0} : (count - lo >= 64 ? 0 : ~uint64_t{0} << (count - lo));
+    uint64_t past = lo >= count ? kFull : (count - lo >= 64 ? 0 : kFull << (count - lo));
     c->bits[w].store(past, std::memory_order_relaxed);
   }
   c->mark = chunk_mark(r, kPoolChunkKind, c);
@@ -110,7 +148,7 @@ void link_chunk(const Region& r, PoolState& s, PoolChunk* c) {
 // another size is.
 bool agree_on_size(PoolState& s, size_t size) {
   uint64_t fixed = s.size.load(std::memory_order_acquire);
-  if (fixed == 0 && size != 0) {
+  if (fixed == 0 && size != 0 && size <= kPoolMaxObject) {
     if (s.size.compare_exchange_strong(fixed, size, std::memory_order_acq_rel)) return true;
   }
   if (fixed != size || size == 0) {
@@ -131,32 +169,47 @@ PoolChunk* locate(const Region& r, const PoolState& s, const void* p, uint32_t* 
   if (c == nullptr) return nullptr;
   const char* at = static_cast<const char*>(p);
   if (at < objects_of(c)) return nullptr;
-  size_t d = static_cast<size_t>(at - objects_of(c));
-  if (d % stride != 0 || d / stride >= c->count) return nullptr;
-  *index = static_cast<uint32_t>(d / stride);
+  uint64_t d = static_cast<uint64_t>(at - objects_of(c));
+  uint64_t i = index_of(d, c->recip);
+  if (i >= c->count || i * stride != d) return nullptr;
+  *index = static_cast<uint32_t>(i);
   return c;
+}
+
+bool cache_current(const PoolCache* cache, const PoolState& s) {
+  return cache != nullptr && cache->state == &s && cache->clears == s.clears.load(std::memory_order_relaxed);
 }
 
 }  // namespace
 
-void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, size_t size) {
+void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* cache, size_t size) {
+  if (cache != nullptr && cache->size == size && cache_current(cache, s)) {
+    if (cache->freed_count != 0) return cache->freed[--cache->freed_count];
+    if (cache->mask != 0) {
+      uint64_t bit = cache->mask & (~cache->mask + 1);
+      cache->mask ^= bit;
+      return cache->first + static_cast<size_t>(__builtin_ctzll(bit)) * cache->stride;
+    }
+  }
   if (!agree_on_size(s, size)) return nullptr;
+  if (cache != nullptr && !cache_current(cache, s)) pool_cache_flush(r, cache);
   size_t stride = stride_for(size);
   if (uint64_t h = s.hint.load(std::memory_order_acquire); h != 0) {
     if (PoolChunk* c = chunk_at(r, h - 1, stride)) {
-      if (void* p = take_from(c)) return p;
+      if (void* p = claim_from(s, c, cache, size)) return p;
     }
   }
-  // The hint is full. Look through the chunks only when a free has given a
-  // full one room since a look found none; else a new chunk is the answer.
-  // The flag is cleared before the look (a free during it sets it again)
-  // and set again when the look finds room: others may have room too.
+  // The hint is full. Look through the chunks (newest first) only while one
+  // may have room that no hint names: a free into a full word says so, a
+  // look that finds nothing says not. The flag is cleared before the look
+  // (a free during it sets it again) and set again when the look finds
+  // room: others may have room too. Else a new chunk is the answer.
   if (s.room.exchange(0, std::memory_order_acq_rel) != 0) {
     uint32_t seen = 0;
     for (uint64_t link = s.chunks.load(std::memory_order_acquire); link != 0 && seen < r.data_pages; ++seen) {
       PoolChunk* c = chunk_at(r, link - 1, stride);
       if (c == nullptr) break;  // a list another process broke: stop, make a new chunk
-      if (void* p = take_from(c)) {
+      if (void* p = claim_from(s, c, cache, size)) {
         s.hint.store(link, std::memory_order_release);
         s.room.store(1, std::memory_order_release);
         return p;
@@ -169,37 +222,86 @@ void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, size_t size
     errno = ENOMEM;
     return nullptr;
   }
-  void* p = take_from(c);
+  void* p = claim_from(s, c, cache, size);
   link_chunk(r, s, c);
   s.hint.store(r.offset_of(c) + 1, std::memory_order_release);
   return p;
 }
 
-MethodFree pool_free(const Region& r, PoolState& s, void* p) {
+MethodFree pool_free(const Region& r, PoolState& s, PoolCache* cache, void* p) {
   uint32_t i = 0;
   PoolChunk* c = locate(r, s, p, &i);
   if (c == nullptr) return MethodFree::kNotObject;
   uint64_t bit = uint64_t{1} << (i % 64);
-  uint64_t old = c->bits[i / 64].fetch_and(~bit, std::memory_order_release);
+  std::atomic<uint64_t>& word = c->bits[i / 64];
+  if (cache_current(cache, s) && cache->stride == c->stride) {
+    // Kept by this thread, taken in the bitmap: a free of an object the
+    // bitmap has as free, or of one this thread holds already, is a double
+    // free.
+    if ((word.load(std::memory_order_relaxed) & bit) == 0) return MethodFree::kDoubleFree;
+    if (cache->chunk == reinterpret_cast<char*>(c) && cache->word == i / 64 && (cache->mask & bit) != 0) {
+      return MethodFree::kDoubleFree;
+    }
+    for (uint32_t k = 0; k < cache->freed_count; ++k) {
+      if (cache->freed[k] == p) return MethodFree::kDoubleFree;
+    }
+    if (cache->freed_count < kPoolCacheFreed) {
+      cache->freed[cache->freed_count++] = p;
+      return MethodFree::kOk;
+    }
+  }
+  uint64_t old = word.fetch_and(~bit, std::memory_order_release);
   if ((old & bit) == 0) return MethodFree::kDoubleFree;
-  if (c->used.fetch_sub(1, std::memory_order_relaxed) == c->count) {
-    // It was full: tell allocators it has room again.
+  if (old == kFull && s.room.load(std::memory_order_relaxed) == 0) {
+    // A full word has room again: tell allocators where.
     s.hint.store(r.offset_of(c) + 1, std::memory_order_release);
     s.room.store(1, std::memory_order_release);
   }
   return MethodFree::kOk;
 }
 
-size_t pool_size(const Region& r, const PoolState& s, const void* p) {
+size_t pool_size(const Region& r, const PoolState& s, const PoolCache* cache, const void* p) {
   uint32_t i = 0;
   PoolChunk* c = locate(r, s, p, &i);
   if (c == nullptr) return 0;
-  bool live = (c->bits[i / 64].load(std::memory_order_acquire) >> (i % 64)) & 1;
-  return live ? c->stride : 0;
+  if (cache_current(cache, s)) {  // free, in this thread's cache
+    if (cache->chunk == reinterpret_cast<char*>(c) && cache->word == i / 64 && (cache->mask >> (i % 64) & 1)) return 0;
+    for (uint32_t k = 0; k < cache->freed_count; ++k) {
+      if (cache->freed[k] == p) return 0;
+    }
+  }
+  bool taken = (c->bits[i / 64].load(std::memory_order_acquire) >> (i % 64)) & 1;
+  return taken ? c->stride : 0;
+}
+
+void pool_cache_flush(const Region& r, PoolCache* cache) {
+  if (cache == nullptr || cache->state == nullptr) return;
+  const PoolState& s = *cache->state;
+  // A cache from before a clear names chunks that may be gone: drop it.
+  if (cache_current(cache, s)) {
+    if (cache->mask != 0) {
+      if (PoolChunk* c = chunk_at(r, r.offset_of(cache->chunk), cache->stride); c != nullptr && cache->word < words_of(c)) {
+        c->bits[cache->word].fetch_and(~cache->mask, std::memory_order_release);
+      }
+    }
+    for (uint32_t k = 0; k < cache->freed_count; ++k) {
+      uint32_t i = 0;
+      if (PoolChunk* c = locate(r, s, cache->freed[k], &i)) {
+        c->bits[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
+      }
+    }
+  }
+  char* cursor_chunk = cache->cursor_chunk;
+  uint32_t cursor_word = cache->cursor_word;
+  *cache = PoolCache{};
+  cache->cursor_chunk = cursor_chunk;
+  cache->cursor_word = cursor_word;
 }
 
 void pool_clear(const Region& r, PoolState& s, ChunkSource& source) {
   uint64_t size = s.size.load(std::memory_order_acquire);
+  // Every thread's cache goes stale first, then the chunks go.
+  s.clears.fetch_add(1, std::memory_order_acq_rel);
   uint64_t link = s.chunks.exchange(0, std::memory_order_acq_rel);
   s.hint.store(0, std::memory_order_release);
   s.room.store(0, std::memory_order_release);
@@ -212,7 +314,6 @@ void pool_clear(const Region& r, PoolState& s, ChunkSource& source) {
     source.free_chunk(reinterpret_cast<char*>(c));
   }
   s.size.store(0, std::memory_order_release);
-  s.clears.fetch_add(1, std::memory_order_relaxed);
 }
 
 PoolStats pool_stats(const Region& r, const PoolState& s) {
@@ -225,9 +326,7 @@ PoolStats pool_stats(const Region& r, const PoolState& s) {
     PoolChunk* c = chunk_at(r, link - 1, out.stride);
     if (c == nullptr) break;
     out.chunks += 1;
-    // Counted from the bitmap, which is exact: `used` is a hint that a
-    // process killed between its two updates leaves one off.
-    uint32_t words = (c->count + 63) / 64;
+    uint32_t words = words_of(c);
     for (uint32_t w = 0; w < words; ++w) {
       out.live += static_cast<uint64_t>(__builtin_popcountll(c->bits[w].load(std::memory_order_relaxed)));
     }

@@ -1,10 +1,14 @@
 // Vmalloc's pool method: objects of one size, fixed by the first allocation
 // after the region is made or cleared. Objects carry no header; each chunk
-// (method_chunks.h) starts with a bitmap of its live objects, so that
+// (method_chunks.h) starts with a bitmap of its objects (1: taken), so that
 //
-//   alloc: claim a clear bit of a chunk with room (one fetch_or)
-//   free:  find the chunk from the pointer's page descriptor, clear the bit
-//          (one fetch_and); a bit already clear is a double free
+//   alloc: from the thread's cache (PoolCache: objects of one bitmap word it
+//          claimed whole, with one fetch_or); when it is empty, claim the
+//          free bits of the next word of a chunk with room
+//   free:  find the chunk from the pointer's page descriptor; an object of
+//          the word the thread has claimed goes back to its cache, any
+//          other clears its bit (one fetch_and); a bit already clear, or
+//          already back in the cache, is a double free
 //
 // Lock-free and shared by every process of the region: nothing reads or
 // writes inside a free object, so there is no free list to corrupt and no
@@ -25,28 +29,59 @@ struct alignas(64) PoolState {
   std::atomic<uint64_t> size;    // the fixed request size, 0: none yet
   std::atomic<uint64_t> chunks;  // offset + 1 of the newest chunk, 0: none
   std::atomic<uint64_t> hint;    // offset + 1 of a chunk that had room, 0: none known
-  std::atomic<uint32_t> room;    // 1: a free gave a full chunk room since the last scan
+  std::atomic<uint32_t> room;    // 1: a chunk may have room that no hint names
   std::atomic<uint32_t> pad;
   std::atomic<uint64_t> clears;  // clears since creation
+};
+
+// One thread's cache of pool objects, process-local (it lives in the thread
+// heap): objects it freed lately and the rest of a bitmap word it claimed
+// whole. Both stay taken in the bitmap, so a pair of this thread's alloc and
+// free touches no shared word at all (as glibc's tcache). pool_cache_flush
+// gives them back when the thread leaves; a clear of the pool makes every
+// cache stale (`clears`).
+inline constexpr uint32_t kPoolCacheFreed = 32;
+struct PoolCache {
+  const PoolState* state = nullptr;
+  uint64_t clears = 0;
+  uint64_t size = 0;       // the pool's request size when filled
+  char* chunk = nullptr;   // the claimed word's chunk
+  char* first = nullptr;   // the word's first object
+  uint32_t stride = 0;
+  uint32_t word = 0;
+  uint64_t mask = 0;       // objects of the word not handed out yet
+  uint32_t freed_count = 0;
+  void* freed[kPoolCacheFreed] = {};  // freed by this thread, not handed out again yet
+  // Where this thread's next claim starts (kept across flushes).
+  char* cursor_chunk = nullptr;
+  uint32_t cursor_word = 0;
 };
 
 struct PoolStats {
   uint64_t object_size = 0;  // the fixed request size, 0: not fixed yet
   uint64_t stride = 0;       // bytes each object takes
   uint64_t chunks = 0;
-  uint64_t live = 0;         // objects allocated and not freed
+  uint64_t live = 0;         // objects allocated and not freed, and those in
+                             // other threads' caches (at most 95 each)
   uint64_t capacity = 0;     // objects the chunks hold
   uint64_t chunk_bytes = 0;
 };
 
 enum class MethodFree { kOk, kNotObject, kDoubleFree, kIgnored };
 
-// nullptr and errno: EINVAL for a size other than the pool's (or 0 when
-// the first size is not fixed yet), ENOMEM when no chunk can be had.
-void* pool_alloc(const Region& r, PoolState& s, ChunkSource& chunks, size_t size);
-MethodFree pool_free(const Region& r, PoolState& s, void* p);
+// Objects of one pool may be as big as this (so that a chunk's offsets fit
+// 32 bits, the reciprocal's range).
+inline constexpr size_t kPoolMaxObject = size_t{64} << 20;
+
+// `cache`: the calling thread's, or nullptr for a caller that shares its
+// heap with other threads. nullptr and errno: EINVAL for a size other than
+// the pool's (or 0, or past kPoolMaxObject), ENOMEM when no chunk can be had.
+void* pool_alloc(const Region& r, PoolState& s, ChunkSource& chunks, PoolCache* cache, size_t size);
+MethodFree pool_free(const Region& r, PoolState& s, PoolCache* cache, void* p);
 // Whether p is a live object of the pool, and its usable size (0: not one).
-size_t pool_size(const Region& r, const PoolState& s, const void* p);
+size_t pool_size(const Region& r, const PoolState& s, const PoolCache* cache, const void* p);
+// Gives the cache's objects back to the bitmap (a thread leaving, stats).
+void pool_cache_flush(const Region& r, PoolCache* cache);
 // Frees every object and chunk; the next allocation fixes the size anew.
 // REQUIRES: no other call on the pool runs meanwhile (Vmalloc's vmclear).
 void pool_clear(const Region& r, PoolState& s, ChunkSource& chunks);

@@ -34,6 +34,7 @@
 #include "heap/heap_counters.h"
 #include "heap/large_heap.h"
 #include "heap/layout.h"
+#include "heap/pool_method.h"
 #include "heap/remote_free.h"
 #include "heap/sampling.h"
 #include "heap/size_class.h"
@@ -163,6 +164,9 @@ class ThreadHeap {
   void abandon_all();
   // Forgets every block without touching them (the region was cleared).
   void reset();
+  // The pool method's objects this thread has claimed (pool_method.h); given
+  // back by abandon_all.
+  PoolCache pool_cache;
   // Never keep a freed huge run for reuse: for a heap used by many threads
   // at once (the arena's stranger).
   void disable_huge_cache() { huge_cache_allowed_ = false; }

@@ -20,6 +20,14 @@ namespace {
 const char* state_root_name(Method m) { return m == Method::kPool ? "memd:pool" : "memd:last"; }
 const char* state_type_name(Method m) { return m == Method::kPool ? "memd::heap::PoolState" : "memd::heap::LastState"; }
 
+// The calling thread's pool cache; nullptr for a thread without a heap of
+// its own (the stranger heap is shared by such threads).
+heap::PoolCache* pool_cache_of(RegionImpl& impl) {
+  if (!impl.registered) return nullptr;
+  heap::ThreadHeap* h = region::thread_heap_or_stranger(impl.handle);
+  return h == impl.pool.stranger() ? nullptr : &h->pool_cache;
+}
+
 }  // namespace
 
 void RegionImpl::MethodChunks::free_chunk(char* chunk) {
@@ -75,6 +83,8 @@ MethodStats Region::method_stats() const {
   if (s == nullptr) s = find_root(state_root_name(impl_->method), type_hash(state_type_name(impl_->method)), true);
   if (s == nullptr) return out;
   if (impl_->method == Method::kPool) {
+    // This thread's claimed objects are not live: give them back first.
+    heap::pool_cache_flush(impl_->region, pool_cache_of(*impl_));
     heap::PoolStats p = heap::pool_stats(impl_->region, *static_cast<const heap::PoolState*>(s));
     out.object_size = p.object_size;
     out.chunks = p.chunks;
@@ -102,7 +112,9 @@ void* Region::method_alloc(size_t size, size_t align, bool zeroed) noexcept {
       errno = EINVAL;  // pool objects are 16-aligned
       return nullptr;
     }
-    p = heap::pool_alloc(impl_->region, *static_cast<heap::PoolState*>(s), impl_->method_chunks, size);
+    heap::ThreadHeap* h = impl_->thread_heap();
+    if (h == nullptr) return nullptr;
+    p = heap::pool_alloc(impl_->region, *static_cast<heap::PoolState*>(s), impl_->method_chunks, &h->pool_cache, size);
   } else {
     p = heap::last_alloc(impl_->region, *static_cast<heap::LastState*>(s), impl_->method_chunks, size, align);
   }
@@ -118,7 +130,7 @@ void Region::method_free(void* p) noexcept {
   void* s = method_state();
   if (s == nullptr) return;
   heap::MethodFree f = impl_->method == Method::kPool
-                           ? heap::pool_free(impl_->region, *static_cast<heap::PoolState*>(s), p)
+                           ? heap::pool_free(impl_->region, *static_cast<heap::PoolState*>(s), pool_cache_of(*impl_), p)
                            : heap::last_free(impl_->region, *static_cast<heap::LastState*>(s), p);
   if (f == heap::MethodFree::kOk || f == heap::MethodFree::kIgnored) return;
   bool twice = f == heap::MethodFree::kDoubleFree;
@@ -137,7 +149,7 @@ void* Region::method_resize(void* p, size_t size) noexcept {
   }
   // A pool's objects all have its one size: a resize within it is the same
   // object; any other size is refused, as an allocation of it would be.
-  size_t have = heap::pool_size(impl_->region, *static_cast<heap::PoolState*>(s), p);
+  size_t have = heap::pool_size(impl_->region, *static_cast<heap::PoolState*>(s), pool_cache_of(*impl_), p);
   if (have == 0) {
     impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
     errno = EINVAL;
@@ -151,7 +163,8 @@ void* Region::method_resize(void* p, size_t size) noexcept {
 size_t Region::method_size(const void* p) const {
   void* s = method_state();
   if (s == nullptr) return 0;
-  return impl_->method == Method::kPool ? heap::pool_size(impl_->region, *static_cast<heap::PoolState*>(s), p)
+  return impl_->method == Method::kPool ? heap::pool_size(impl_->region, *static_cast<heap::PoolState*>(s),
+                                                         pool_cache_of(*impl_), p)
                                         : heap::last_size(impl_->region, *static_cast<heap::LastState*>(s), p);
 }
 

@@ -21,7 +21,7 @@
 // nothing): they say what a program gives up, or not, by putting its
 // objects in shared memory.
 //
-// Usage: bench_methods [--rounds N] [--ops N] [--markdown]
+// Usage: bench_methods [--rounds N] [--ops N] [--only ALLOCATOR]
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -275,17 +275,26 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int rounds = 5;
   uint64_t ops = 2'000'000;
+  std::string only;  // one allocator alone (profiling); ratios then need its peers
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--ops" && i + 1 < argc) ops = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_methods [--rounds N] [--ops N]\n");
+      std::fprintf(stderr, "usage: bench_methods [--rounds N] [--ops N] [--only ALLOCATOR]\n");
       return 2;
     }
   }
   if (rounds < 1 || ops < 1) return 2;
   std::vector<Case> all = cases();
+  if (!only.empty()) {
+    for (const Case& c : all) {
+      if (c.allocator != only) continue;
+      for (int r = 0; r < rounds; ++r) std::printf("%s %s %.1f ns/op\n", c.workload.c_str(), only.c_str(), c.run(ops));
+    }
+    return 0;
+  }
   // ns[workload][allocator][round]
   std::map<std::string, std::map<std::string, std::vector<double>>> ns;
   for (int r = 0; r < rounds; ++r) {

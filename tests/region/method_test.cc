@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/memd_region.h"
+#include "heap/pool_method.h"
 #include "region/region.h"
 #include "region_test_util.h"
 
@@ -193,6 +194,33 @@ TEST_P(MethodTest, PoolThreadsNeverShareAnObject) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(failures.load(), 0) << "an object was overwritten by another thread";
   EXPECT_EQ(r->method_stats().live_objects, 1u);
+  EXPECT_EQ(events_.bad.load(), 0);
+}
+
+TEST_P(MethodTest, PoolClearMakesTheCachesOfOtherThreadsStale) {
+  auto r = make(Method::kPool);
+  ASSERT_NE(r, nullptr);
+  std::atomic<int> step{0};
+  std::vector<void*> mine_after;
+  std::thread t([&] {
+    std::vector<void*> held;
+    for (int i = 0; i < 10; ++i) held.push_back(r->alloc(32));
+    for (void* p : held) r->free(p);  // now in this thread's cache
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+    for (int i = 0; i < 200; ++i) mine_after.push_back(r->alloc(32));
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  ASSERT_TRUE(r->clear().ok());
+  std::set<void*> main_objects;
+  for (int i = 0; i < 200; ++i) main_objects.insert(r->alloc(32));
+  step.store(2);
+  t.join();
+  for (void* p : mine_after) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(main_objects.count(p), 0u) << "an object of the cleared pool was handed out again";
+  }
+  EXPECT_EQ(r->method_stats().live_objects, 400u);
   EXPECT_EQ(events_.bad.load(), 0);
 }
 
@@ -408,6 +436,7 @@ TEST_P(MethodTest, ProcessesShareAPoolAndOneKilledLeavesItUsable) {
           }
         }
       }
+      a->reset();  // a clean close gives this thread's cached objects back
       _exit(0);
     }
     kids.push_back(pid);
@@ -432,11 +461,12 @@ TEST_P(MethodTest, ProcessesShareAPoolAndOneKilledLeavesItUsable) {
       for (int w = 0; w < 6; ++w) ASSERT_EQ(p[w], static_cast<uint64_t>(c) << 32 | i);
     }
   }
-  // What the killed child held at its death stays allocated (at most its
-  // 100 churned objects); nothing else is lost or doubled.
+  // What the killed child held at its death stays taken: its 100 churned
+  // objects at most, and its thread's cache (kPoolCacheFreed freed objects
+  // and the rest of a claimed word); nothing else is lost or doubled.
   uint64_t live = r->method_stats().live_objects;
   EXPECT_GE(live, 1u + offs.size());
-  EXPECT_LE(live, 1u + offs.size() + 100);
+  EXPECT_LE(live, 1u + offs.size() + 100 + heap::kPoolCacheFreed + 63);
   for (uint64_t off : offs) r->free(r->at(off));
   EXPECT_EQ(events_.bad.load(), 0);
   for (int i = 0; i < 5000; ++i) {
