@@ -228,13 +228,45 @@ void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* 
   return p;
 }
 
+namespace {
+
+// A chunk `cache` has checked in this epoch that holds p, or nullptr.
+PoolChunk* known_chunk(const PoolCache* cache, const void* p) {
+  auto at = reinterpret_cast<uintptr_t>(p);
+  for (uint32_t k = 0; k < PoolCache::kKnownChunks; ++k) {
+    auto start = reinterpret_cast<uintptr_t>(cache->known[k]);
+    if (at - start < cache->known_end[k] - start) return reinterpret_cast<PoolChunk*>(cache->known[k]);
+  }
+  return nullptr;
+}
+
+void remember_chunk(PoolCache* cache, PoolChunk* c) {
+  uint32_t k = cache->known_next++ % PoolCache::kKnownChunks;
+  cache->known[k] = reinterpret_cast<char*>(c);
+  cache->known_end[k] = reinterpret_cast<uintptr_t>(objects_of(c)) + uint64_t{c->count} * c->stride;
+}
+
+}  // namespace
+
 MethodFree pool_free(const Region& r, PoolState& s, PoolCache* cache, void* p) {
   uint32_t i = 0;
-  PoolChunk* c = locate(r, s, p, &i);
-  if (c == nullptr) return MethodFree::kNotObject;
+  bool current = cache_current(cache, s);
+  PoolChunk* c = current ? known_chunk(cache, p) : nullptr;
+  if (c != nullptr) {
+    uintptr_t d = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(objects_of(c));
+    uint64_t q = index_of(d, c->recip);
+    if (reinterpret_cast<uintptr_t>(p) < reinterpret_cast<uintptr_t>(objects_of(c)) || q * c->stride != d) {
+      return MethodFree::kNotObject;
+    }
+    i = static_cast<uint32_t>(q);
+  } else {
+    c = locate(r, s, p, &i);
+    if (c == nullptr) return MethodFree::kNotObject;
+    if (current) remember_chunk(cache, c);
+  }
   uint64_t bit = uint64_t{1} << (i % 64);
   std::atomic<uint64_t>& word = c->bits[i / 64];
-  if (cache_current(cache, s) && cache->stride == c->stride) {
+  if (current && cache->stride == c->stride) {
     // Kept by this thread, taken in the bitmap: a free of an object the
     // bitmap has as free, or of one this thread holds already, is a double
     // free.

@@ -40,7 +40,7 @@ struct alignas(64) PoolState {
 // free touches no shared word at all (as glibc's tcache). pool_cache_flush
 // gives them back when the thread leaves; a clear of the pool makes every
 // cache stale (`clears`).
-inline constexpr uint32_t kPoolCacheFreed = 32;
+inline constexpr uint32_t kPoolCacheFreed = 16;
 struct PoolCache {
   const PoolState* state = nullptr;
   uint64_t clears = 0;
@@ -55,6 +55,13 @@ struct PoolCache {
   // Where this thread's next claim starts (kept across flushes).
   char* cursor_chunk = nullptr;
   uint32_t cursor_word = 0;
+  // Chunks this thread has checked since the last clear: a free into one
+  // needs neither its page descriptor nor its header checked again (chunks
+  // go only at a clear, which makes the cache stale).
+  static constexpr uint32_t kKnownChunks = 4;
+  char* known[kKnownChunks] = {};
+  uint64_t known_end[kKnownChunks] = {};  // past the last object, as an address
+  uint32_t known_next = 0;
 };
 
 struct PoolStats {
@@ -62,7 +69,7 @@ struct PoolStats {
   uint64_t stride = 0;       // bytes each object takes
   uint64_t chunks = 0;
   uint64_t live = 0;         // objects allocated and not freed, and those in
-                             // other threads' caches (at most 95 each)
+                             // other threads' caches (at most 79 each)
   uint64_t capacity = 0;     // objects the chunks hold
   uint64_t chunk_bytes = 0;
 };

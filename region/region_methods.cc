@@ -67,7 +67,8 @@ absl::Status Region::clear() {
   if (!impl_->registered) {
     return absl::FailedPreconditionError(absl::StrCat(impl_->name, ": this process does not allocate here"));
   }
-  void* s = method_state();
+  void* s = impl_->method_state.load(std::memory_order_acquire);
+  if (s == nullptr) s = method_state();
   if (s == nullptr) return absl::ResourceExhaustedError(absl::StrCat(impl_->name, ": ", std::strerror(errno)));
   if (impl_->method == Method::kPool) heap::pool_clear(impl_->region, *static_cast<heap::PoolState*>(s), impl_->method_chunks);
   else heap::last_clear(impl_->region, *static_cast<heap::LastState*>(s), impl_->method_chunks);
@@ -104,7 +105,8 @@ MethodStats Region::method_stats() const {
 // --- the data plane of pool and last (region_calls.cc sends them here) ---
 
 void* Region::method_alloc(size_t size, size_t align, bool zeroed) noexcept {
-  void* s = method_state();
+  void* s = impl_->method_state.load(std::memory_order_acquire);
+  if (s == nullptr) s = method_state();
   if (s == nullptr) return nullptr;
   void* p = nullptr;
   if (impl_->method == Method::kPool) {
@@ -127,7 +129,8 @@ void* Region::method_alloc(size_t size, size_t align, bool zeroed) noexcept {
 }
 
 void Region::method_free(void* p) noexcept {
-  void* s = method_state();
+  void* s = impl_->method_state.load(std::memory_order_acquire);
+  if (s == nullptr) s = method_state();
   if (s == nullptr) return;
   heap::MethodFree f = impl_->method == Method::kPool
                            ? heap::pool_free(impl_->region, *static_cast<heap::PoolState*>(s), pool_cache_of(*impl_), p)
@@ -140,7 +143,8 @@ void Region::method_free(void* p) noexcept {
 }
 
 void* Region::method_resize(void* p, size_t size) noexcept {
-  void* s = method_state();
+  void* s = impl_->method_state.load(std::memory_order_acquire);
+  if (s == nullptr) s = method_state();
   if (s == nullptr) return nullptr;
   if (impl_->method == Method::kLast) {
     void* q = heap::last_resize(impl_->region, *static_cast<heap::LastState*>(s), impl_->method_chunks, p, size);
@@ -161,7 +165,8 @@ void* Region::method_resize(void* p, size_t size) noexcept {
 }
 
 size_t Region::method_size(const void* p) const {
-  void* s = method_state();
+  void* s = impl_->method_state.load(std::memory_order_acquire);
+  if (s == nullptr) s = method_state();
   if (s == nullptr) return 0;
   return impl_->method == Method::kPool ? heap::pool_size(impl_->region, *static_cast<heap::PoolState*>(s),
                                                          pool_cache_of(*impl_), p)
