@@ -37,6 +37,13 @@ LastChunk* chunk_holding(const Region& r, uint64_t off, uint64_t* end) {
   return c;
 }
 
+// The chunk that starts at data offset `off`, if it is one of the method's,
+// and its end offset.
+LastChunk* chunk_starting(const Region& r, uint64_t off, uint64_t* end) {
+  LastChunk* c = chunk_holding(r, off, end);
+  return c != nullptr && r.offset_of(c) == off ? c : nullptr;
+}
+
 uint64_t align_up(uint64_t v, uint64_t align) { return (v + align - 1) & ~(align - 1); }
 
 LastChunk* make_chunk(const Region& r, LastState& s, ChunkSource& source, size_t need) {
@@ -148,15 +155,10 @@ size_t last_size(const Region& r, const LastState& s, const void* p) {
 
 void last_clear(const Region& r, LastState& s, ChunkSource& source) {
   s.top.store(0, std::memory_order_release);
-  uint64_t link = s.chunks.exchange(0, std::memory_order_acq_rel);
-  for (uint32_t seen = 0; link != 0 && seen < r.data_pages; ++seen) {
-    uint64_t end = 0;
-    LastChunk* c = chunk_holding(r, link - 1, &end);
-    if (c == nullptr || r.offset_of(c) != link - 1) break;  // a broken list: the rest leaks
-    link = c->next;
-    c->mark = 0;
-    source.free_chunk(reinterpret_cast<char*>(c));
-  }
+  uint64_t end = 0;
+  free_chunk_list(r, s.chunks.exchange(0, std::memory_order_acq_rel), source, [&](uint64_t off) {
+    return chunk_starting(r, off, &end);
+  });
   s.clears.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -166,10 +168,9 @@ LastStats last_stats(const Region& r, const LastState& s) {
   uint64_t top = top_of(s.top.load(std::memory_order_acquire));
   uint64_t link = s.chunks.load(std::memory_order_acquire);
   for (uint32_t seen = 0; link != 0 && seen < r.data_pages; ++seen) {
-    uint64_t end = 0;
-    LastChunk* c = chunk_holding(r, link - 1, &end);
-    if (c == nullptr || r.offset_of(c) != link - 1) break;
-    uint64_t start = link - 1;
+    uint64_t start = link - 1, end = 0;
+    LastChunk* c = chunk_starting(r, start, &end);
+    if (c == nullptr) break;
     out.chunks += 1;
     out.chunk_bytes += end - start;
     out.used_bytes += (top > start && top <= end) ? top - start : end - start;

@@ -48,4 +48,19 @@ inline uint64_t chunk_mark(const Region& r, uint64_t kind, const void* chunk) {
 
 inline constexpr size_t round16(size_t n) { return (n + 15) & ~size_t{15}; }
 
+// Gives back a method's list of chunks (at clear), newest first from `link`
+// (offset + 1). `find(offset)` returns the chunk there if it is one of the
+// method's (a Chunk with `mark` and `next`), else nullptr: a link it refuses
+// ends the walk, and what follows leaks (a list another process broke).
+template <class Find>
+void free_chunk_list(const Region& r, uint64_t link, ChunkSource& source, Find find) {
+  for (uint32_t seen = 0; link != 0 && seen < r.data_pages; ++seen) {
+    auto* c = find(link - 1);
+    if (c == nullptr) break;
+    link = c->next;
+    c->mark = 0;
+    source.free_chunk(reinterpret_cast<char*>(c));
+  }
+}
+
 }  // namespace memd::heap

@@ -338,13 +338,7 @@ void pool_clear(const Region& r, PoolState& s, ChunkSource& source) {
   s.hint.store(0, std::memory_order_release);
   s.room.store(0, std::memory_order_release);
   size_t stride = stride_for(size);
-  for (uint32_t seen = 0; link != 0 && size != 0 && seen < r.data_pages; ++seen) {
-    PoolChunk* c = chunk_at(r, link - 1, stride);
-    if (c == nullptr) break;  // what follows a broken link leaks (check() still sees it as objects)
-    link = c->next;
-    c->mark = 0;
-    source.free_chunk(reinterpret_cast<char*>(c));
-  }
+  if (size != 0) free_chunk_list(r, link, source, [&](uint64_t off) { return chunk_at(r, off, stride); });
   s.size.store(0, std::memory_order_release);
 }
 

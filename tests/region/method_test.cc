@@ -49,6 +49,15 @@ class MethodTest : public ::testing::TestWithParam<Discipline> {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? std::move(*r) : nullptr;
   }
+  // A region of method `m` served on a socket, with a root `Posts` in it.
+  template <class Posts>
+  Posts* serve_with(std::unique_ptr<Region>& r, Method m, std::string* sock) {
+    r = make(m, size_t{256} << 20);
+    if (r == nullptr) return nullptr;
+    *sock = dir_.file("owner.sock");
+    if (!r->serve(*sock).ok()) return nullptr;
+    return r->find_or_construct<Posts>("posts");
+  }
   TempDir dir_;
   std::string name_;
   Events events_;
@@ -404,11 +413,9 @@ struct Posts {
 };
 
 TEST_P(MethodTest, ProcessesShareAPoolAndOneKilledLeavesItUsable) {
-  auto r = make(Method::kPool, size_t{256} << 20);
-  ASSERT_NE(r, nullptr);
-  std::string sock = dir_.file("owner.sock");
-  ASSERT_TRUE(r->serve(sock).ok());
-  auto* posts = r->find_or_construct<Posts>("posts");
+  std::unique_ptr<Region> r;
+  std::string sock;
+  Posts* posts = serve_with<Posts>(r, Method::kPool, &sock);
   ASSERT_NE(posts, nullptr);
   ASSERT_NE(r->alloc(48), nullptr);
   std::vector<pid_t> kids;
@@ -478,11 +485,9 @@ TEST_P(MethodTest, ProcessesShareAPoolAndOneKilledLeavesItUsable) {
 }
 
 TEST_P(MethodTest, ProcessesBumpOneLastRegionWithoutOverlap) {
-  auto r = make(Method::kLast, size_t{256} << 20);
-  ASSERT_NE(r, nullptr);
-  std::string sock = dir_.file("owner.sock");
-  ASSERT_TRUE(r->serve(sock).ok());
-  auto* posts = r->find_or_construct<Posts>("posts");
+  std::unique_ptr<Region> r;
+  std::string sock;
+  Posts* posts = serve_with<Posts>(r, Method::kLast, &sock);
   ASSERT_NE(posts, nullptr);
   std::vector<pid_t> kids;
   for (int c = 0; c < 4; ++c) {
