@@ -20,15 +20,6 @@ namespace {
 
 std::string octal(uint32_t mode) { return absl::StrCat("0", mode >> 6 & 7, mode >> 3 & 7, mode & 7); }
 
-const char* discipline_name(Discipline d) {
-  switch (d) {
-    case Discipline::kShm: return "shm";
-    case Discipline::kFile: return "file";
-    case Discipline::kPmem: return "pmem";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string object_os_path(const CatalogRecord& r) {

@@ -64,9 +64,10 @@ enum class Method : uint32_t {
 // "unspecified" (Discipline{}, Method{}); a number that names none is nullopt.
 std::optional<Discipline> discipline_from_number(uint64_t n);
 std::optional<Method> method_from_number(uint64_t n);
-// "best", "pool", "last" (and "unspecified" for Method{}); nullopt for other names.
+// "best", "pool", "last" ("unspecified" for Method{}); "shm", "file", "pmem"
+// ("?" for Discipline{}): for messages.
 const char* method_name(Method m);
-std::optional<Method> method_from_name(std::string_view name);
+const char* discipline_name(Discipline d);
 
 // What a pool or last region's method holds (Region::method_stats).
 struct MethodStats {

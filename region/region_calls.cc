@@ -245,11 +245,13 @@ const char* method_name(Method m) {
   return "unspecified";
 }
 
-std::optional<Method> method_from_name(std::string_view name) {
-  for (Method m : {Method::kBest, Method::kPool, Method::kLast}) {
-    if (name == method_name(m)) return m;
+const char* discipline_name(Discipline d) {
+  switch (d) {
+    case Discipline::kShm: return "shm";
+    case Discipline::kFile: return "file";
+    case Discipline::kPmem: return "pmem";
   }
-  return std::nullopt;
+  return "?";
 }
 
 bool Region::is_owner() const { return impl_->owner(); }

@@ -123,7 +123,10 @@ double run_arena(const Ops& a, uint64_t ops) {
 
 std::string stem() { return "memd-bench-methods-" + std::to_string(getpid()); }
 
-std::unique_ptr<memd::Region> region_of(memd::Method m, const std::string& name) {
+// Runs `work` on a fresh region of method `m` in POSIX shm (removed after).
+template <class Work>
+double in_region(memd::Method m, const char* tag, Work work) {
+  std::string name = stem() + "-" + tag;
   (void)memd::Region::remove(name, memd::Discipline::kShm);
   memd::RegionOptions o;
   o.discipline = memd::Discipline::kShm;
@@ -134,7 +137,32 @@ std::unique_ptr<memd::Region> region_of(memd::Method m, const std::string& name)
     std::fprintf(stderr, "Region::create: %s\n", r.status().ToString().c_str());
     std::exit(1);
   }
-  return std::move(*r);
+  double ns = work(**r);
+  r->reset();
+  (void)memd::Region::remove(name, memd::Discipline::kShm);
+  return ns;
+}
+
+// Runs `work` on a fresh Boost.Interprocess segment in POSIX shm.
+template <class Work>
+double in_segment(const char* tag, Work work) {
+  std::string name = stem() + "-" + tag;
+  bip::shared_memory_object::remove(name.c_str());
+  double ns = 0;
+  {
+    bip::managed_shared_memory seg(bip::create_only, name.c_str(), size_t{512} << 20);
+    ns = work(seg);
+  }
+  bip::shared_memory_object::remove(name.c_str());
+  return ns;
+}
+
+// What a workload calls on a region: its alloc and free, or its clear.
+Ops region_ops(memd::Region& r) {
+  return {[&r](size_t n) { return r.alloc(n); }, [&r](void* p) { r.free(p); }, nullptr};
+}
+Ops segment_ops(bip::managed_shared_memory& seg) {
+  return {[&seg](size_t n) { return seg.allocate(n); }, [&seg](void* p) { seg.deallocate(p); }, nullptr};
 }
 
 struct Mimalloc {
@@ -163,48 +191,24 @@ std::vector<Case> cases() {
 
   // --- ring64 ---
   out.push_back({"ring64", "memd-pool", [](uint64_t ops) {
-                   std::string name = stem() + "-pool";
-                   auto r = region_of(memd::Method::kPool, name);
-                   double ns = run_ring({[&](size_t n) { return r->alloc(n); }, [&](void* p) { r->free(p); }, nullptr}, ops);
-                   r.reset();
-                   (void)memd::Region::remove(name, memd::Discipline::kShm);
-                   return ns;
+                   return in_region(memd::Method::kPool, "pool", [&](memd::Region& r) { return run_ring(region_ops(r), ops); });
                  }});
   out.push_back({"ring64", "memd-best", [](uint64_t ops) {
-                   std::string name = stem() + "-best";
-                   auto r = region_of(memd::Method::kBest, name);
-                   double ns = run_ring({[&](size_t n) { return r->alloc(n); }, [&](void* p) { r->free(p); }, nullptr}, ops);
-                   r.reset();
-                   (void)memd::Region::remove(name, memd::Discipline::kShm);
-                   return ns;
+                   return in_region(memd::Method::kBest, "best", [&](memd::Region& r) { return run_ring(region_ops(r), ops); });
                  }});
   out.push_back({"ring64", "boost-node", [](uint64_t ops) {
-                   std::string name = stem() + "-bnode";
-                   bip::shared_memory_object::remove(name.c_str());
-                   double ns = 0;
-                   {
-                     bip::managed_shared_memory seg(bip::create_only, name.c_str(), size_t{512} << 20);
+                   return in_segment("bnode", [&](bip::managed_shared_memory& seg) {
                      struct Obj {
                        char b[64];
                      };
                      bip::node_allocator<Obj, bip::managed_shared_memory::segment_manager> pool(seg.get_segment_manager());
-                     ns = run_ring({[&](size_t) { return static_cast<void*>(pool.allocate_one().get()); },
-                                    [&](void* p) { pool.deallocate_one(static_cast<Obj*>(p)); }, nullptr},
-                                   ops);
-                   }
-                   bip::shared_memory_object::remove(name.c_str());
-                   return ns;
+                     return run_ring({[&](size_t) { return static_cast<void*>(pool.allocate_one().get()); },
+                                      [&](void* p) { pool.deallocate_one(static_cast<Obj*>(p)); }, nullptr},
+                                     ops);
+                   });
                  }});
   out.push_back({"ring64", "boost-shm", [](uint64_t ops) {
-                   std::string name = stem() + "-bshm";
-                   bip::shared_memory_object::remove(name.c_str());
-                   double ns = 0;
-                   {
-                     bip::managed_shared_memory seg(bip::create_only, name.c_str(), size_t{512} << 20);
-                     ns = run_ring({[&](size_t n) { return seg.allocate(n); }, [&](void* p) { seg.deallocate(p); }, nullptr}, ops);
-                   }
-                   bip::shared_memory_object::remove(name.c_str());
-                   return ns;
+                   return in_segment("bshm", [&](bip::managed_shared_memory& seg) { return run_ring(segment_ops(seg), ops); });
                  }});
   out.push_back({"ring64", "glibc", [glibc](uint64_t ops) { return run_ring(glibc, ops); }});
   if (mi.malloc != nullptr) {
@@ -221,35 +225,19 @@ std::vector<Case> cases() {
 
   // --- arena ---
   out.push_back({"arena", "memd-last", [](uint64_t ops) {
-                   std::string name = stem() + "-last";
-                   auto r = region_of(memd::Method::kLast, name);
-                   double ns = run_arena({[&](size_t n) { return r->alloc(n); }, nullptr,
-                                          [&] {
-                                            if (!r->clear().ok()) std::abort();
-                                          }},
-                                         ops);
-                   r.reset();
-                   (void)memd::Region::remove(name, memd::Discipline::kShm);
-                   return ns;
+                   return in_region(memd::Method::kLast, "last", [&](memd::Region& r) {
+                     return run_arena({[&r](size_t n) { return r.alloc(n); }, nullptr,
+                                       [&r] {
+                                         if (!r.clear().ok()) std::abort();
+                                       }},
+                                      ops);
+                   });
                  }});
   out.push_back({"arena", "memd-best", [](uint64_t ops) {
-                   std::string name = stem() + "-abest";
-                   auto r = region_of(memd::Method::kBest, name);
-                   double ns = run_arena({[&](size_t n) { return r->alloc(n); }, [&](void* p) { r->free(p); }, nullptr}, ops);
-                   r.reset();
-                   (void)memd::Region::remove(name, memd::Discipline::kShm);
-                   return ns;
+                   return in_region(memd::Method::kBest, "abest", [&](memd::Region& r) { return run_arena(region_ops(r), ops); });
                  }});
   out.push_back({"arena", "boost-shm", [](uint64_t ops) {
-                   std::string name = stem() + "-abshm";
-                   bip::shared_memory_object::remove(name.c_str());
-                   double ns = 0;
-                   {
-                     bip::managed_shared_memory seg(bip::create_only, name.c_str(), size_t{512} << 20);
-                     ns = run_arena({[&](size_t n) { return seg.allocate(n); }, [&](void* p) { seg.deallocate(p); }, nullptr}, ops);
-                   }
-                   bip::shared_memory_object::remove(name.c_str());
-                   return ns;
+                   return in_segment("abshm", [&](bip::managed_shared_memory& seg) { return run_arena(segment_ops(seg), ops); });
                  }});
   out.push_back({"arena", "glibc", [glibc](uint64_t ops) { return run_arena(glibc, ops); }});
   if (mi.malloc != nullptr) {
