@@ -1,11 +1,11 @@
-#include "client/shim/profile_sites.h"
+#include "client/profile_sites.h"
 
 #include <cstring>
 
-#include "client/shim/site_text.h"
+#include "client/site_text.h"
 #include "region/report_line.h"
 
-namespace memd::client::shim {
+namespace memd::client {
 namespace {
 
 using region::Line;
@@ -180,4 +180,4 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
   }
 }
 
-}  // namespace memd::client::shim
+}  // namespace memd::client

@@ -1,10 +1,10 @@
-#include "client/shim/site_text.h"
+#include "client/site_text.h"
 
 #include <dlfcn.h>
 
 #include <cstdint>
 
-namespace memd::client::shim {
+namespace memd::client {
 
 void add_code_address(region::Line& l, const void* pc) {
   Dl_info info;
@@ -27,4 +27,4 @@ void add_site(region::Line& l, const heap::DebugSite& site) {
   l.add_decimal(site.line);
 }
 
-}  // namespace memd::client::shim
+}  // namespace memd::client

@@ -21,7 +21,7 @@
 
 #include "heap/debug_block.h"
 
-namespace memd::client::shim {
+namespace memd::client {
 
 struct SiteCounts {
   uint64_t n_alloc = 0, n_free = 0, s_alloc = 0, s_free = 0;
@@ -57,4 +57,4 @@ class ProfileSites {
   Entry table_[kSlots + 1];
 };
 
-}  // namespace memd::client::shim
+}  // namespace memd::client
