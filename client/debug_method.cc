@@ -328,7 +328,7 @@ bool DebugMethod::free(void* p, const DebugSite& site) {
   return true;
 }
 
-void* DebugMethod::resize(void* p, size_t size, const DebugSite& site) {
+void* DebugMethod::resize(void* p, size_t size, const DebugSite& site, size_t* old_size_out) {
   if (region::thread_heap(arena_) == nullptr) {
     errno = ENOMEM;
     return nullptr;
@@ -340,6 +340,7 @@ void* DebugMethod::resize(void* p, size_t size, const DebugSite& site) {
   }
   if (watched(p)) alert(p, "being resized", site);
   size_t old_size = heap::debug_header(p)->size;
+  if (old_size_out != nullptr) *old_size_out = old_size;
   void* q = alloc_locked(size, 0, site, p);
   if (q == nullptr) return nullptr;
   std::memcpy(q, p, old_size < size ? old_size : size);
@@ -347,11 +348,13 @@ void* DebugMethod::resize(void* p, size_t size, const DebugSite& site) {
   return q;
 }
 
-size_t DebugMethod::size(const void* p, const DebugSite& site) {
+size_t DebugMethod::size(const void* p, const DebugSite* report_at) {
   Locked locked(&lock_);
   DebugState s = classify_locked(p);
   if (s == DebugState::kLive) return heap::debug_header(p)->size;
-  report_call_error("size error", p, s == DebugState::kFreed ? "already freed" : "unallocated block", site);
+  if (report_at != nullptr) {
+    report_call_error("size error", p, s == DebugState::kFreed ? "already freed" : "unallocated block", *report_at);
+  }
   return 0;
 }
 
@@ -359,6 +362,11 @@ void DebugMethod::clear() {
   Locked locked(&lock_);
   while (live_ != nullptr) free_live_locked(user_of(live_));
   while (quarantine_count_ > 0) evict_oldest_locked();
+}
+
+void DebugMethod::set_trace_fd(int fd) {
+  Locked locked(&lock_);
+  settings_.trace_fd = fd;
 }
 
 void DebugMethod::write_profile(int fd) {

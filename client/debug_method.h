@@ -71,9 +71,11 @@ class DebugMethod {
   // Always moves the block (a stale pointer to the old place then reads the
   // freed pattern). nullptr, errno EINVAL (reported), if p is not a live
   // block; nullptr, ENOMEM, with p untouched, if there is no memory.
-  void* resize(void* p, size_t size, const heap::DebugSite& site);
-  // The size asked for of the live block p; 0 (reported) if it is not one.
-  size_t size(const void* p, const heap::DebugSite& site);
+  // *old_size (if given): the size the block had.
+  void* resize(void* p, size_t size, const heap::DebugSite& site, size_t* old_size = nullptr);
+  // The size asked for of the live block p; 0 if it is not one (reported
+  // as detected at *report_at unless that is null).
+  size_t size(const void* p, const heap::DebugSite* report_at);
   // The live block holding p (its start), or nullptr: no report (vmaddr).
   void* block_of(const void* p);
   // Frees every live block (vmclear); quarantined blocks are released.
@@ -86,6 +88,8 @@ class DebugMethod {
   int check_everything();
   // Adds an address to watch; false if the list is full.
   bool watch(const void* address);
+  // Where trace lines go from now on (-1: nowhere).
+  void set_trace_fd(int fd);
   // The profile summary (nothing without a profile).
   void write_profile(int fd);
   // Live blocks and the bytes asked for them; the heap's own numbers.

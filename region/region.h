@@ -192,6 +192,11 @@ class Region {
   void free(void* p) noexcept;
   void* resize(void* p, size_t size) noexcept;
   size_t size(const void* p) const;  // usable size of a live object, 0 if not one
+  // The start of the live object holding p, or nullptr (Vmalloc's vmaddr).
+  // best: walks the block's free lists, exact while no other thread frees
+  // into that block; pool and last: p itself if a live object starts there
+  // (they keep no map from an object's inner bytes to its start).
+  void* addr(const void* p) const;
   // Pool and last: frees every object of the method at once (Vmalloc's
   // vmclear); a pool's next allocation fixes its size anew. No other call
   // on the method's objects may run meanwhile, in any process. Roots are

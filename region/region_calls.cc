@@ -99,6 +99,12 @@ size_t Region::size(const void* p) const {
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;
 }
 
+void* Region::addr(const void* p) const {
+  if (!contains(p) || !impl_->registered) return nullptr;
+  if (impl_->method != Method::kBest) return method_size(p) != 0 ? const_cast<void*>(p) : nullptr;
+  return heap::region_object_start(impl_->region, *impl_->classes, p);
+}
+
 uint64_t Region::offset_of(const void* p) const { return impl_->region.offset_of(p); }
 void* Region::at(uint64_t offset) const { return impl_->region.data + offset; }
 bool Region::contains(const void* p) const { return impl_->region.contains(p); }

@@ -131,7 +131,8 @@ void* debug_resize(void* p, size_t size) {
 
 size_t debug_usable_size(const void* p) {
   Reentry r;
-  return method.size(p, r.entered ? take_site() : DebugSite{});
+  DebugSite site = r.entered ? take_site() : DebugSite{};
+  return method.size(p, &site);
 }
 
 // Every pointer the shim's own heaps do not hold is the method's to judge:

@@ -7,7 +7,8 @@ Figure 8, replayed against glibc, mimalloc and each of memd's methods.
 
 Every row must replay every call of the trace (its count of lines), with a
 time and a space; the JSON form must say the same; a trace with a bad line,
-an unknown method and a missing file must fail with a message and the
+the region methods (region, pool, last) must replay every call too; an
+unknown method and a missing file must fail with a message and the
 documented exit status.
 """
 import argparse
@@ -78,8 +79,23 @@ def main():
             f.write("0x0:0x10:5:(process):best:t.c,4:1:0:\nnot a trace line\n")
         rc, out, err = memdctl(args.memdctl, "replay", bad, "--allocators", "glibc", "--method", "best", "--rounds", "1")
         expect("bad trace", rc == 1 and "line 2" in out + err, f"exit {rc}, out {out!r}, err {err!r}")
-        rc, out, err = memdctl(args.memdctl, "replay", fig, "--method", "pool")
+        rc, out, err = memdctl(args.memdctl, "replay", fig, "--method", "bogus")
         expect("unknown method", rc == 2 and "unknown method" in err, f"exit {rc}, err {err!r}")
+
+        # The region methods (vmalloc.h regions in memd-replay): every call
+        # replayed; Vmlast keeps what the trace freed (all but the most
+        # recent block), so it holds at least what Vmbest in a region does.
+        rc, out, err = memdctl(args.memdctl, "--json", "replay", threaded, "--allocators", "glibc", "--method",
+                               "region,pool,last", "--rounds", "1")
+        try:
+            data = {d["target"]: d for d in json.loads(out)}
+        except ValueError:
+            data = {}
+        expect("region methods", rc == 0 and set(data) == {"glibc", "memd-region", "memd-pool", "memd-last"}
+               and all(d.get("calls") == calls and d.get("seconds", 0) > 0 and len(d.get("rounds", [])) == 1
+                       for d in data.values())
+               and data["memd-last"]["space_kib"] >= data["memd-region"]["space_kib"],
+               f"exit {rc}, out {out!r}, err {err!r}")
         rc, out, err = memdctl(args.memdctl, "replay", os.path.join(tmp, "missing.trace"))
         expect("missing trace", rc == 1 and "cannot read" in err, f"exit {rc}, err {err!r}")
     for f in failures:

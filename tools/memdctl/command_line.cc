@@ -120,7 +120,7 @@ absl::Status set_pid(CommandLine& cl, const std::string& flag, const std::string
   return absl::OkStatus();
 }
 absl::Status set_methods(CommandLine& cl, const std::string& flag, const std::string& list) {
-  if (list.empty()) return usage_error(absl::StrCat(flag, " needs a method (best, debug, profile)"));
+  if (list.empty()) return usage_error(absl::StrCat(flag, " needs a method (best, debug, profile, region, pool, last)"));
   cl.replay_methods = cl.replay_methods.empty() ? list : absl::StrCat(cl.replay_methods, ",", list);
   return absl::OkStatus();
 }

@@ -77,7 +77,10 @@ Result replay_once(const std::string& tool, const std::string& trace, const Targ
     dup2(out[1], STDERR_FILENO);
     if (t.preload.empty()) unsetenv("LD_PRELOAD");
     else setenv("LD_PRELOAD", t.preload.c_str(), 1);
-    for (const char* v : {"VMDEBUG", "VMPROFILE", "VMTRACE", "MEMD_METHOD", "MEMD_TRACE", "MEMD_REGION"}) unsetenv(v);
+    for (const char* v : {"VMDEBUG", "VMPROFILE", "VMTRACE", "MEMD_METHOD", "MEMD_TRACE", "MEMD_REGION",
+                          "MEMD_REPLAY_REGION"}) {
+      unsetenv(v);
+    }
     for (const auto& [k, v] : t.env) setenv(k.c_str(), v.c_str(), 1);
     execl(tool.c_str(), tool.c_str(), trace.c_str(), static_cast<char*>(nullptr));
     _exit(127);
@@ -156,10 +159,17 @@ int run_replay(const CommandLine& cl) {
   std::vector<std::string> method_names = absl::StrSplit(methods, ',', absl::SkipEmpty());
   for (const std::string& name : method_names) {
     Target t{"memd-" + name, shim.value_or(""), {}};
+    // pool, last and region: the calls go to vmalloc.h regions in
+    // memd-replay itself (no preload); the others run under the shim.
+    if (name == "pool" || name == "last" || name == "region") {
+      targets.push_back({"memd-" + name, "", {{"MEMD_REPLAY_REGION", name == "region" ? "best" : name}}});
+      continue;
+    }
     if (name == "debug") t.env = {{"VMDEBUG", "1"}};
     else if (name == "profile") t.env = {{"MEMD_METHOD", "profile"}, {"MEMD_PROFILE", "/dev/null"}};
     else if (name != "best") {
-      std::fprintf(stderr, "memdctl: replay: unknown method \"%s\" (best, debug, profile)\n", name.c_str());
+      std::fprintf(stderr, "memdctl: replay: unknown method \"%s\" (best, debug, profile, region, pool, last)\n",
+                   name.c_str());
       return kExitUsage;
     }
     if (!shim) {
@@ -208,9 +218,18 @@ int run_replay(const CommandLine& cl) {
       if (seconds.empty()) {
         std::printf("\"error\":\"%s\"}", error.c_str());
       } else {
-        std::printf("\"calls\":%llu,\"seconds\":%.6f,\"space_kib\":%.0f,\"time_vs_glibc\":%.4f,\"space_vs_glibc\":%.4f}",
+        std::printf("\"calls\":%llu,\"seconds\":%.6f,\"space_kib\":%.0f,\"time_vs_glibc\":%.4f,\"space_vs_glibc\":%.4f",
                     static_cast<unsigned long long>(ops), median(seconds), median(space), median(time_ratio),
                     median(space_ratio));
+        // Each round's own figures (null where it failed), for ratios
+        // between other targets paired by round.
+        std::printf(",\"rounds\":[");
+        for (int round = 0; round < rounds; ++round) {
+          const Result& r = results[i][round];
+          if (r.ok) std::printf("%s{\"seconds\":%.6f,\"space_kib\":%ld}", round ? "," : "", r.seconds, r.space_kib);
+          else std::printf("%snull", round ? "," : "");
+        }
+        std::printf("]}");
       }
       continue;
     }

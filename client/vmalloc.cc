@@ -1,0 +1,552 @@
+// vmalloc.h over memd: a Vmalloc_t is a memd::Region (Vmbest, Vmpool,
+// Vmlast, on any discipline) or a DebugMethod (Vmdebug, Vmprofile, on
+// private memory), or Vmheap (malloc itself). A private region is a shm
+// region whose name is removed as soon as it is made: the same code as a
+// shared one, and no other process can open it.
+#include "client/vmalloc.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "client/debug_method.h"
+#include "client/profile_sites.h"
+#include "client/trace_line.h"
+#include "region/region.h"
+
+namespace {
+
+using memd::Region;
+using memd::client::DebugMethod;
+using memd::heap::DebugSite;
+
+enum class Kind { kHeap, kRegion, kDebug };
+
+Vmdisc_t cheap_disc{vmdcmemory, nullptr, 0, VM_DCPRIVATE, nullptr, 0};
+Vmdisc_t csbrk_disc{vmdcmemory, nullptr, 0, VM_DCPRIVATE, nullptr, 0};
+Vmethod_t best_method{VM_MTBEST, "best"};
+Vmethod_t pool_method{VM_MTPOOL, "pool"};
+Vmethod_t last_method{VM_MTLAST, "last"};
+Vmethod_t debug_method{VM_MTDEBUG, "debug"};
+Vmethod_t profile_method{VM_MTPROFILE, "profile"};
+
+constexpr size_t kDefaultMaxBytes = size_t{1} << 30;
+
+std::atomic<int> trace_fd{-1};
+// The site -DVMFL recorded for this thread's next call.
+thread_local const char* tl_file = nullptr;
+thread_local int tl_line = 0;
+
+}  // namespace
+
+struct _vmalloc_s {
+  Kind kind = Kind::kHeap;
+  Vmdisc_t* disc = nullptr;
+  Vmethod_t* meth = nullptr;
+  int flags = 0;
+  std::unique_ptr<Region> region;
+  std::unique_ptr<DebugMethod> debug;
+  std::unique_ptr<memd::client::ProfileSites> profile;
+  char label[40] = {};
+  uint64_t trace_start_us = 0;
+  _vmalloc_s* next = nullptr;  // the open regions
+};
+
+namespace {
+
+_vmalloc_s heap_region{Kind::kHeap, &cheap_disc, &best_method, 0, nullptr, nullptr, nullptr, "(heap)", 0, nullptr};
+
+// Open regions, for vmregion and vmprofile(NULL).
+pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+_vmalloc_s* open_regions = nullptr;
+
+struct Locked {
+  Locked() { pthread_mutex_lock(&open_lock); }
+  ~Locked() { pthread_mutex_unlock(&open_lock); }
+};
+
+// The calling site: what -DVMFL recorded, else the return address the
+// entry point passes.
+DebugSite site_of(const void* pc) {
+  DebugSite s;
+  if (tl_file != nullptr) {
+    s.file = tl_file;
+    s.line = static_cast<uint32_t>(tl_line);
+    tl_file = nullptr;
+  } else {
+    s.pc = pc;
+  }
+  return s;
+}
+
+void except(Vmalloc_t* vm, int type, void* obj) {
+  if (vm->disc != nullptr && vm->disc->exceptf != nullptr) vm->disc->exceptf(vm, type, obj, vm->disc);
+}
+
+void region_event(void* context, memd::RegionEvent event, const void* address, const char*) {
+  auto* vm = static_cast<Vmalloc_t*>(context);
+  int type = event == memd::RegionEvent::kOpen       ? VM_OPEN
+             : event == memd::RegionEvent::kClose    ? VM_CLOSE
+             : event == memd::RegionEvent::kNoMemory ? VM_NOMEM
+                                                     : VM_BADADDR;
+  except(vm, type, const_cast<void*>(address));
+}
+
+void debug_error(void* context, const void* block, const char* what) {
+  // Overwrites are reports only; a call given a bad address is VM_BADADDR.
+  if (std::strcmp(what, "unallocated block") == 0 || std::strcmp(what, "already freed") == 0) {
+    except(static_cast<Vmalloc_t*>(context), VM_BADADDR, const_cast<void*>(block));
+  }
+}
+
+bool traced(const Vmalloc_t* vm) { return (vm->flags & VM_TRACE) != 0 && trace_fd.load(std::memory_order_relaxed) >= 0; }
+
+void trace(const Vmalloc_t* vm, const void* old, const void* now, uint64_t size, const DebugSite& site) {
+  int fd = trace_fd.load(std::memory_order_relaxed);
+  if (fd >= 0) memd::client::write_trace_line(fd, old, now, size, vm->label, vm->meth->name, site, vm->trace_start_us);
+}
+
+int errno_of(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound: return ENOENT;
+    case absl::StatusCode::kAlreadyExists: return EEXIST;
+    case absl::StatusCode::kPermissionDenied: return EACCES;
+    case absl::StatusCode::kInvalidArgument: return EINVAL;
+    case absl::StatusCode::kFailedPrecondition: return EPROTO;
+    case absl::StatusCode::kResourceExhausted: return ENOMEM;
+    case absl::StatusCode::kUnavailable: return EBUSY;
+    case absl::StatusCode::kDataLoss: return EBADMSG;
+    default: return EIO;
+  }
+}
+
+// A private region: a shm region with a name no other process knows,
+// removed as soon as it exists.
+absl::StatusOr<std::unique_ptr<Region>> make_private(const memd::RegionOptions& options) {
+  static std::atomic<uint64_t> serial{0};
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    char name[64];
+    std::snprintf(name, sizeof name, "memd-vm-%d-%llu", static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(serial.fetch_add(1)));
+    absl::StatusOr<std::unique_ptr<Region>> r = Region::create(name, options);
+    if (r.ok()) {
+      (void)Region::remove(name, memd::Discipline::kShm);
+      return r;
+    }
+    // A name a process of the same pid left behind: try the next.
+    if (r.status().code() != absl::StatusCode::kAlreadyExists) return r.status();
+  }
+  return absl::AlreadyExistsError("no free name for a private region");
+}
+
+absl::StatusOr<std::unique_ptr<Region>> open_named(const Vmdisc_t* d, const memd::RegionOptions& options) {
+  memd::Discipline discipline = options.discipline;
+  absl::StatusOr<std::unique_ptr<Region>> r = Region::open(d->name, discipline, options.method);
+  if (r.ok() || r.status().code() != absl::StatusCode::kNotFound) return r;
+  r = Region::create(d->name, options);
+  // Another process made it meanwhile: open that one.
+  if (!r.ok() && r.status().code() == absl::StatusCode::kAlreadyExists) {
+    return Region::open(d->name, discipline, options.method);
+  }
+  return r;
+}
+
+Vmalloc_t* fail(int e) {
+  errno = e;
+  return nullptr;
+}
+
+void link_open(Vmalloc_t* vm) {
+  Locked locked;
+  vm->next = open_regions;
+  open_regions = vm;
+}
+
+void unlink_open(Vmalloc_t* vm) {
+  Locked locked;
+  for (Vmalloc_t** p = &open_regions; *p != nullptr; p = &(*p)->next) {
+    if (*p == vm) {
+      *p = vm->next;
+      return;
+    }
+  }
+}
+
+bool open_region(Vmalloc_t* vm) {
+  memd::RegionOptions options;
+  options.method = vm->meth->id == VM_MTPOOL   ? memd::Method::kPool
+                   : vm->meth->id == VM_MTLAST ? memd::Method::kLast
+                                               : memd::Method::kBest;
+  options.max_bytes = vm->disc->max_bytes != 0 ? vm->disc->max_bytes : kDefaultMaxBytes;
+  options.event_handler = region_event;
+  options.event_context = vm;
+  absl::StatusOr<std::unique_ptr<Region>> r;
+  if (vm->disc->kind == VM_DCPRIVATE) {
+    options.discipline = memd::Discipline::kShm;
+    r = make_private(options);
+  } else {
+    options.discipline = static_cast<memd::Discipline>(vm->disc->kind);
+    r = open_named(vm->disc, options);
+  }
+  if (!r.ok()) {
+    errno = errno_of(r.status());
+    return false;
+  }
+  vm->region = std::move(*r);
+  return true;
+}
+
+bool open_debug(Vmalloc_t* vm) {
+  memd::client::DebugSettings s;
+  s.debug = vm->meth->id == VM_MTDEBUG;
+  s.check = (vm->flags & VM_DBCHECK) != 0;
+  s.abort = (vm->flags & VM_DBABORT) != 0;
+  if ((vm->flags & VM_TRACE) != 0) s.trace_fd = trace_fd.load();
+  if (vm->meth->id == VM_MTPROFILE) {
+    vm->profile.reset(new (std::nothrow) memd::client::ProfileSites());
+    if (vm->profile == nullptr) return fail(ENOMEM), false;
+  }
+  vm->debug = std::make_unique<DebugMethod>();
+  if (!vm->debug->start(s, vm->label, vm->profile.get())) return false;
+  vm->debug->set_error_hook(debug_error, vm);
+  return true;
+}
+
+// The usable (or, under Vmdebug, asked-for) size of a live block, 0 if it
+// is not one.
+size_t live_size(Vmalloc_t* vm, const void* p) {
+  switch (vm->kind) {
+    case Kind::kHeap: return p != nullptr ? malloc_usable_size(const_cast<void*>(p)) : 0;
+    case Kind::kRegion: return vm->region->size(p);
+    case Kind::kDebug: return vm->debug->size(p, nullptr);
+  }
+  return 0;
+}
+
+void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc) {
+  if (vm == nullptr) return fail(EINVAL);
+  if (align != 0 && (align & (align - 1)) != 0) return fail(EINVAL);
+  void* p = nullptr;
+  switch (vm->kind) {
+    case Kind::kHeap:
+      if (align == 0) {
+        p = std::malloc(size);
+      } else if (posix_memalign(&p, align < sizeof(void*) ? sizeof(void*) : align, size) != 0) {
+        p = nullptr, errno = ENOMEM;
+      }
+      break;
+    case Kind::kRegion:
+      p = align == 0 ? vm->region->alloc(size) : vm->region->alloc_aligned(size, align);
+      break;
+    case Kind::kDebug:
+      p = vm->debug->alloc(size, align, false, site_of(pc));
+      if (p == nullptr) except(vm, VM_NOMEM, nullptr);
+      return p;  // traced by the method
+  }
+  if (p != nullptr && traced(vm)) trace(vm, nullptr, p, size, site_of(pc));
+  return p;
+}
+
+}  // namespace
+
+Vmdisc_t* Vmdcheap = &cheap_disc;
+Vmdisc_t* Vmdcsbrk = &csbrk_disc;
+Vmethod_t* Vmbest = &best_method;
+Vmethod_t* Vmpool = &pool_method;
+Vmethod_t* Vmlast = &last_method;
+Vmethod_t* Vmdebug = &debug_method;
+Vmethod_t* Vmprofile = &profile_method;
+Vmalloc_t* Vmheap = &heap_region;
+
+extern "C" {
+
+void* vmdcmemory(Vmalloc_t*, void*, size_t, size_t, Vmdisc_t*) { return nullptr; }
+
+static Vmdisc_t* named_disc(Vmdisc_t* disc, int kind, const char* name, size_t max_bytes) {
+  if (disc == nullptr) return nullptr;
+  *disc = Vmdisc_t{vmdcmemory, nullptr, 0, kind, name, max_bytes};
+  return disc;
+}
+Vmdisc_t* vmdcshm(Vmdisc_t* disc, const char* name, size_t max_bytes) { return named_disc(disc, VM_DCSHM, name, max_bytes); }
+Vmdisc_t* vmdcfile(Vmdisc_t* disc, const char* path, size_t max_bytes) { return named_disc(disc, VM_DCFILE, path, max_bytes); }
+Vmdisc_t* vmdcpmem(Vmdisc_t* disc, const char* path, size_t max_bytes) { return named_disc(disc, VM_DCPMEM, path, max_bytes); }
+
+void vmflsite_(const char* file, int line) {
+  tl_file = file;
+  tl_line = line;
+}
+
+Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
+  if (disc == nullptr || meth == nullptr || disc->memoryf != vmdcmemory) return fail(EINVAL);
+  if (disc->kind < VM_DCPRIVATE || disc->kind > VM_DCPMEM) return fail(EINVAL);
+  if (meth->id < VM_MTBEST || meth->id > VM_MTPROFILE) return fail(EINVAL);
+  if (disc->kind != VM_DCPRIVATE && (disc->name == nullptr || meth->id >= VM_MTDEBUG)) return fail(EINVAL);
+  if ((flags & ~(VM_TRUST | VM_TRACE | VM_DBCHECK | VM_DBABORT)) != 0) return fail(EINVAL);
+  auto* vm = new (std::nothrow) _vmalloc_s();
+  if (vm == nullptr) return fail(ENOMEM);
+  vm->disc = disc;
+  vm->meth = meth;
+  vm->flags = flags;
+  vm->trace_start_us = memd::client::monotonic_us();
+  if (disc->kind == VM_DCPRIVATE) std::snprintf(vm->label, sizeof vm->label, "%p", static_cast<void*>(vm));
+  else std::snprintf(vm->label, sizeof vm->label, "%s", disc->name);
+  bool ok;
+  if (meth->id >= VM_MTDEBUG) {
+    vm->kind = Kind::kDebug;
+    ok = open_debug(vm);
+    if (ok) except(vm, VM_OPEN, nullptr);
+  } else {
+    vm->kind = Kind::kRegion;
+    ok = open_region(vm);  // the region says VM_OPEN itself
+  }
+  if (!ok) {
+    int e = errno;
+    delete vm;
+    return fail(e);
+  }
+  link_open(vm);
+  return vm;
+}
+
+int vmclose(Vmalloc_t* vm) {
+  if (vm == nullptr || vm == Vmheap) return errno = EINVAL, -1;
+  unlink_open(vm);
+  if (vm->kind == Kind::kDebug) {
+    if (vm->debug->debugging()) vm->debug->check_everything();
+    except(vm, VM_CLOSE, nullptr);
+    vm->debug->stop();
+  }
+  vm->region.reset();  // says VM_CLOSE
+  delete vm;
+  return 0;
+}
+
+void* vmalloc(Vmalloc_t* vm, size_t size) { return alloc_in(vm, size, 0, __builtin_return_address(0)); }
+
+void* vmalign(Vmalloc_t* vm, size_t size, size_t align) {
+  return alloc_in(vm, size, align, __builtin_return_address(0));
+}
+
+int vmfree(Vmalloc_t* vm, void* data) {
+  if (vm == nullptr) return errno = EINVAL, -1;
+  if (data == nullptr) return 0;
+  const void* pc = __builtin_return_address(0);
+  switch (vm->kind) {
+    case Kind::kHeap:
+      std::free(data);
+      return 0;
+    case Kind::kDebug:
+      return vm->debug->free(data, site_of(pc)) ? 0 : -1;
+    case Kind::kRegion:
+      break;
+  }
+  // The region refuses a bad free itself (and says VM_BADADDR); the size
+  // check first is for the answer, and VM_TRUST skips it. Vmlast knows
+  // only its most recent block: any other is -1 (and waits for vmclear).
+  size_t size = (vm->flags & VM_TRUST) == 0 || traced(vm) || vm->meth->id == VM_MTLAST ? vm->region->size(data) : 1;
+  if (size == 0 && vm->meth->id != VM_MTLAST) {
+    vm->region->free(data);  // reported and refused; exceptf hears of it
+    return -1;
+  }
+  // The line goes out before the block can be handed out again.
+  if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site_of(pc));
+  vm->region->free(data);
+  return size != 0 ? 0 : -1;
+}
+
+void* vmresize(Vmalloc_t* vm, void* data, size_t size, int type) {
+  if (vm == nullptr) return fail(EINVAL);
+  const void* pc = __builtin_return_address(0);
+  if (data == nullptr) return alloc_in(vm, size, 0, pc);
+  if (size == 0) {
+    vmfree(vm, data);
+    return nullptr;
+  }
+  if (vm->kind == Kind::kHeap) {
+    if ((type & VM_RSMOVE) == 0) return size <= malloc_usable_size(data) ? data : fail(ENOMEM);
+    size_t old = malloc_usable_size(data);
+    void* q = std::realloc(data, size);
+    if (q != nullptr && (type & VM_RSCLEAR) != 0 && size > old) std::memset(static_cast<char*>(q) + old, 0, size - old);
+    return q;
+  }
+  DebugSite site = site_of(pc);
+  if (vm->kind == Kind::kDebug) {
+    if ((type & VM_RSMOVE) == 0) return fail(ENOMEM);  // a debug block always moves
+    size_t old = 0;
+    void* q = vm->debug->resize(data, size, site, &old);  // reports a bad block; traced by the method
+    if (q != nullptr && (type & VM_RSCLEAR) != 0 && size > old) std::memset(static_cast<char*>(q) + old, 0, size - old);
+    return q;
+  }
+  bool last = vm->meth->id == VM_MTLAST;
+  // Vmlast knows the size of its most recent block only; a resize of any
+  // other moves it (the region copies what it can), and its old size is
+  // unknown here, so VM_RSCLEAR clears nothing of it.
+  size_t old = vm->region->size(data);
+  if (old == 0 && !last) return vm->region->resize(data, size);  // reported and refused
+  void* q;
+  if (size <= old && !last) {
+    q = data;  // fits where it is
+  } else if ((type & VM_RSMOVE) == 0 && !last) {
+    return fail(ENOMEM);
+  } else if (traced(vm) && !last) {
+    // Moved by hand, so that the line is written before the old block can
+    // be handed out again.
+    q = vm->region->alloc(size);
+    if (q == nullptr) return nullptr;
+    std::memcpy(q, data, old < size ? old : size);
+    trace(vm, data, q, size, site);
+    vm->region->free(data);
+    if ((type & VM_RSCLEAR) != 0 && size > old) std::memset(static_cast<char*>(q) + old, 0, size - old);
+    return q;
+  } else {
+    q = vm->region->resize(data, size);
+    if (q == nullptr) return nullptr;
+    if (q != data && (type & VM_RSMOVE) == 0) {
+      vm->region->free(q);  // Vmlast moved a block that may not move: undo (q is its most recent)
+      return fail(ENOMEM);
+    }
+  }
+  if (traced(vm)) trace(vm, data, q, size, site);
+  if ((type & VM_RSCLEAR) != 0 && size > old) std::memset(static_cast<char*>(q) + old, 0, size - old);
+  return q;
+}
+
+int vmclear(Vmalloc_t* vm) {
+  if (vm == nullptr || vm == Vmheap) return errno = EINVAL, -1;
+  if (vm->kind == Kind::kDebug) {
+    vm->debug->clear();
+    return 0;
+  }
+  if (vm->meth->id != VM_MTBEST) {
+    absl::Status s = vm->region->clear();
+    return s.ok() ? 0 : (errno = errno_of(s), -1);
+  }
+  // A best heap frees everything only as a new heap: possible for a
+  // private region (no one else holds its blocks), not for a named one.
+  if (vm->disc->kind != VM_DCPRIVATE) return errno = EPROTO, -1;
+  std::unique_ptr<Region> old = std::move(vm->region);
+  old.reset();
+  if (!open_region(vm)) return -1;
+  return 0;
+}
+
+int vmcompact(Vmalloc_t* vm) {
+  if (vm == nullptr) return errno = EINVAL, -1;
+  switch (vm->kind) {
+    case Kind::kHeap: malloc_trim(0); break;
+    case Kind::kRegion: vm->region->compact(); break;
+    case Kind::kDebug: vm->debug->trim(); break;
+  }
+  return 0;
+}
+
+int vmstat(Vmalloc_t* vm, Vmstat_t* st) {
+  if (vm == nullptr || st == nullptr) return errno = EINVAL, -1;
+  *st = Vmstat_t{};
+  st->n_seg = 1;
+  st->mode = vm->flags | (vm->meth->id << 8);
+  if (vm->kind == Kind::kHeap) {
+    struct mallinfo2 mi = mallinfo2();
+    st->s_busy = mi.uordblks;
+    st->s_free = mi.fordblks;
+    st->extent = mi.arena + mi.hblkhd;
+    return 0;
+  }
+  if (vm->kind == Kind::kDebug) {
+    DebugMethod::Stats s = vm->debug->stat();
+    st->n_busy = static_cast<int>(s.live_blocks);
+    st->s_busy = s.live_bytes;
+    st->n_free = static_cast<int>(s.quarantined_blocks);
+    st->extent = s.heap.pages_in_use * 4096;
+    return 0;
+  }
+  memd::heap::RegionStats rs = vm->region->stat();
+  st->extent = rs.pages_in_use * 4096;
+  if (vm->meth->id == VM_MTBEST) {
+    st->n_busy = static_cast<int>(rs.busy_objects);
+    st->s_busy = rs.busy_bytes;
+    st->n_free = static_cast<int>(rs.free_objects);
+    st->s_free = rs.free_bytes;
+    return 0;
+  }
+  memd::MethodStats ms = vm->region->method_stats();
+  if (vm->meth->id == VM_MTPOOL) {
+    st->n_busy = static_cast<int>(ms.live_objects);
+    st->s_busy = ms.live_objects * ms.object_size;
+    st->n_free = static_cast<int>(ms.capacity - ms.live_objects);
+    st->s_free = (ms.capacity - ms.live_objects) * ms.object_size;
+  } else {
+    st->s_busy = ms.used_bytes;
+    st->s_free = ms.chunk_bytes > ms.used_bytes ? ms.chunk_bytes - ms.used_bytes : 0;
+  }
+  return 0;
+}
+
+long vmaddr(Vmalloc_t* vm, void* addr) {
+  if (vm == nullptr || vm == Vmheap) return errno = EINVAL, -1;
+  void* start = vm->kind == Kind::kDebug ? vm->debug->block_of(addr) : vm->region->addr(addr);
+  if (start == nullptr) return -1;
+  return static_cast<char*>(addr) - static_cast<char*>(start);
+}
+
+long vmsize(Vmalloc_t* vm, void* data) {
+  if (vm == nullptr) return errno = EINVAL, -1;
+  if (vm->kind == Kind::kDebug) {
+    // No report: vmsize is a question, not a use of the block.
+    size_t n = vm->debug->size(data, nullptr);
+    return n != 0 ? static_cast<long>(n) : -1;
+  }
+  size_t n = live_size(vm, data);
+  return n != 0 ? static_cast<long>(n) : -1;
+}
+
+Vmalloc_t* vmregion(void* addr) {
+  Locked locked;
+  for (Vmalloc_t* vm = open_regions; vm != nullptr; vm = vm->next) {
+    if (vm->kind == Kind::kRegion ? vm->region->contains(addr) : vm->debug->contains(addr)) return vm;
+  }
+  return nullptr;
+}
+
+int vmdbcheck(Vmalloc_t* vm) {
+  if (vm == nullptr || vm->kind != Kind::kDebug || !vm->debug->debugging()) return errno = EINVAL, -1;
+  return vm->debug->check_all();
+}
+
+int vmdbwatch(Vmalloc_t* vm, void* addr) {
+  if (vm == nullptr || vm->kind != Kind::kDebug || !vm->debug->debugging()) return errno = EINVAL, -1;
+  return vm->debug->watch(addr) ? 0 : (errno = ENOSPC, -1);
+}
+
+int vmprofile(Vmalloc_t* vm, int fd) {
+  if (vm != nullptr) {
+    if (vm->kind != Kind::kDebug || !vm->debug->profiling()) return errno = EINVAL, -1;
+    vm->debug->write_profile(fd);
+    return 0;
+  }
+  Locked locked;
+  for (Vmalloc_t* r = open_regions; r != nullptr; r = r->next) {
+    if (r->kind == Kind::kDebug && r->debug->profiling()) r->debug->write_profile(fd);
+  }
+  return 0;
+}
+
+int vmtrace(int fd) {
+  int before = trace_fd.exchange(fd);
+  Locked locked;
+  for (Vmalloc_t* r = open_regions; r != nullptr; r = r->next) {
+    if (r->kind == Kind::kDebug && (r->flags & VM_TRACE) != 0) r->debug->set_trace_fd(fd);
+  }
+  return before;
+}
+
+}  // extern "C"
