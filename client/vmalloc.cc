@@ -92,8 +92,13 @@ void except(Vmalloc_t* vm, int type, void* obj) {
   if (vm->disc != nullptr && vm->disc->exceptf != nullptr) vm->disc->exceptf(vm, type, obj, vm->disc);
 }
 
+// The address the calling thread's last call had refused (vmfree's answer
+// without asking the region twice).
+thread_local const void* tl_refused = nullptr;
+
 void region_event(void* context, memd::RegionEvent event, const void* address, const char*) {
   auto* vm = static_cast<Vmalloc_t*>(context);
+  if (event == memd::RegionEvent::kBadAddress) tl_refused = address;
   int type = event == memd::RegionEvent::kOpen       ? VM_OPEN
              : event == memd::RegionEvent::kClose    ? VM_CLOSE
              : event == memd::RegionEvent::kNoMemory ? VM_NOMEM
@@ -349,18 +354,24 @@ int vmfree(Vmalloc_t* vm, void* data) {
     case Kind::kRegion:
       break;
   }
-  // The region refuses a bad free itself (and says VM_BADADDR); the size
-  // check first is for the answer, and VM_TRUST skips it. Vmlast knows
-  // only its most recent block: any other is -1 (and waits for vmclear).
-  size_t size = (vm->flags & VM_TRUST) == 0 || traced(vm) || vm->meth->id == VM_MTLAST ? vm->region->size(data) : 1;
-  if (size == 0 && vm->meth->id != VM_MTLAST) {
-    vm->region->free(data);  // reported and refused; exceptf hears of it
-    return -1;
+  // Vmlast knows only its most recent block: any other is -1 (and waits
+  // for vmclear). A traced free needs the block's size for its line, which
+  // goes out before the block can be handed out again.
+  if (vm->meth->id == VM_MTLAST || traced(vm)) {
+    size_t size = vm->region->size(data);
+    if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site_of(pc));
+    if (size == 0 && vm->meth->id != VM_MTLAST) {
+      vm->region->free(data);  // refused and reported; exceptf hears of it
+      return -1;
+    }
+    vm->region->free(data);
+    return size != 0 ? 0 : -1;
   }
-  // The line goes out before the block can be handed out again.
-  if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site_of(pc));
+  // Else the region's own check answers: it refuses a bad free (and says
+  // VM_BADADDR, which the event handler notes for this thread).
+  tl_refused = nullptr;
   vm->region->free(data);
-  return size != 0 ? 0 : -1;
+  return tl_refused == data ? -1 : 0;
 }
 
 void* vmresize(Vmalloc_t* vm, void* data, size_t size, int type) {

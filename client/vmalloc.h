@@ -67,7 +67,7 @@ struct _vmstat_s {
 };
 
 /* vmopen flags */
-#define VM_TRUST 0x0001   /* vmfree and vmresize skip the check that a block is live (the region still refuses a bad one) */
+#define VM_TRUST 0x0001   /* accepted; changes nothing: a free is checked once, by the region, and a bad one never obeyed */
 #define VM_TRACE 0x0002   /* every call is a line to the descriptor vmtrace() set (docs/trace.md) */
 #define VM_DBCHECK 0x0004 /* Vmdebug: check every live block at every call */
 #define VM_DBABORT 0x0008 /* Vmdebug: abort at the first error */

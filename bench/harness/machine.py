@@ -58,3 +58,23 @@ def git_revision(repo_dir):
         return "no commit"
     dirty = _command(["git", "status", "--porcelain"], cwd=repo_dir)
     return head + ("+dirty" if dirty else "")
+
+
+def report_header(title, date, command, packages, repo_dir, load_before, load_after):
+    """The first lines of a results file: what ran, where, on which tree,
+    and how loaded the machine was before and after."""
+    m = describe()
+    versions = package_versions(packages)
+    return [
+        f"# {title} — {date}",
+        "",
+        f"- Command: `{command}` (from the top of the source tree)",
+        f"- Machine: `{m['uname']}`",
+        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}",
+        f"- Compiler: {m['compiler']}",
+        "- Packages: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"- memd tree: {git_revision(repo_dir)}",
+        f"- Load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
+        f"after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}",
+        "",
+    ]

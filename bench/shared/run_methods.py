@@ -32,23 +32,12 @@ def main():
     if run.returncode != 0:
         sys.exit(f"run_methods: bench_methods failed ({run.returncode}): {run.stderr}")
     load_after = os.getloadavg()
-    m = machine.describe()
-    pkgs = machine.package_versions(["libboost1.74-dev", "libmimalloc2.0", "libc6"])
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     command = " ".join(["python3", "bench/shared/run_methods.py", "--build", a.build, "--rounds", str(a.rounds),
                         "--ops", str(a.ops)])
-    md = "\n".join([
-        f"# memd region methods (pool, last) against their peers — {now}",
-        "",
-        f"- Command: `{command}` (from the top of the source tree)",
-        f"- Machine: `{m['uname']}`",
-        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}",
-        f"- Compiler: {m['compiler']}",
-        "- Packages: " + ", ".join(f"{k} {v}" for k, v in pkgs.items()),
-        f"- memd tree: {machine.git_revision(TOP)}",
-        f"- Load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
-        f"after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}",
-        "",
+    md = "\n".join(machine.report_header("memd region methods (pool, last) against their peers", now, command,
+                                         ["libboost1.74-dev", "libmimalloc2.0", "libc6"], TOP, load_before,
+                                         load_after) + [
         "Every round runs every allocator once per workload, one process, one thread. Ratios are taken per "
         "round, then the median. **ring64**: 4096 live 64-byte objects, then a random slot's object freed and a "
         "new one allocated and written, `--ops` times (ns per pair). **arena**: objects of 8-256 bytes allocated "

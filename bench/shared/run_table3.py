@@ -104,21 +104,10 @@ def paired(rows, a, b, key):
 
 
 def render(results, calls, command, load_before, load_after):
-    m = machine.describe()
-    pkgs = machine.package_versions(["libjemalloc2", "libmimalloc2.0", "libgoogle-perftools4", "libc6", "gcc", "python3"])
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    out = [
-        f"# Table 3 on real programs: memd's region methods on recorded traces — {now}",
-        "",
-        f"- Command: `{command}` (from the top of the source tree)",
-        f"- Machine: `{m['uname']}`",
-        f"- CPU: {m['cpu_model']}, nproc {m['nproc']}, memory {m['memory']}",
-        f"- Compiler: {m['compiler']}",
-        "- Packages: " + ", ".join(f"{k} {v}" for k, v in pkgs.items()),
-        f"- memd tree: {machine.git_revision(TOP)}",
-        f"- Load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
-        f"after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}",
-        "",
+    out = machine.report_header("Table 3 on real programs: memd's region methods on recorded traces", now, command,
+                                ["libjemalloc2", "libmimalloc2.0", "libgoogle-perftools4", "libc6", "gcc", "python3"],
+                                TOP, load_before, load_after) + [
         "Each trace was recorded here under libmemd-malloc.so (MEMD_TRACE) and keeps the calls of the program's "
         "busiest thread. `memd-replay` makes the traced calls in order on one thread, writing a byte per page of "
         "each block; time is the replay's, space the peak of resident memory over what the process had before "

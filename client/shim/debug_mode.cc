@@ -200,6 +200,17 @@ bool wanted(Settings* s) {
       s->trace_fd = open_profile(name, v);
     }
   }
+  // VMETHOD=Vmdebug, Vmprofile or Vmbest: the paper's name for the choice.
+  if (const char* v = std::getenv("VMETHOD"); v != nullptr && *v != '\0') {
+    const char* name = std::strncmp(v, "Vm", 2) == 0 ? v + 2 : v;
+    if (std::strcmp(name, "debug") == 0) {
+      s->debug = true;
+    } else if (std::strcmp(name, "profile") == 0) {
+      if (s->profile_fd < 0) s->profile_fd = STDERR_FILENO;
+    } else if (std::strcmp(name, "best") != 0) {
+      region::report_bad_setting("VMETHOD", v, "Vmbest, Vmdebug or Vmprofile (the methods the malloc shim runs)");
+    }
+  }
   const char* m = std::getenv("MEMD_METHOD");
   if (m != nullptr && *m != '\0' && std::strcmp(m, "best") != 0) {
     if (std::strcmp(m, "debug") == 0) {

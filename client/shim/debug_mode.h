@@ -1,5 +1,5 @@
 // The shim's debug method (Vmalloc's Vmdebug, for a whole unmodified
-// program): with VMDEBUG=1 or MEMD_METHOD=debug, every allocation is a
+// program): with VMDEBUG=1, VMETHOD=Vmdebug or MEMD_METHOD=debug, every allocation is a
 // debug block (heap/debug_block.h) in a heap of its own, and the shim
 // reports, in the paper's form, on stderr:
 //

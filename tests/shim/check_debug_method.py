@@ -34,7 +34,7 @@ failures = []
 
 def run(argv, lib, env_extra, no_aslr=False):
     env = dict(os.environ, LD_PRELOAD=lib, **env_extra)
-    for k in ("VMDEBUG", "MEMD_METHOD", "MEMD_DEBUG"):
+    for k in ("VMDEBUG", "MEMD_METHOD", "MEMD_DEBUG", "VMETHOD", "VMPROFILE"):
         if k not in env_extra:
             env.pop(k, None)
     if no_aslr:
@@ -69,6 +69,13 @@ def figure8(lib, prog):
     expect("figure8 VMDEBUG=1", rc == 0 and matches(reports, [UNALLOCATED_6, FREED_19, CORRUPT_4]),
            f"exit {rc}, reports {reports}")
     # Every block checked at every call (VM_DBCHECK): Figure 9's order.
+    # VMETHOD=Vmdebug (the paper's name) selects the same method.
+    rc, _, reports = run([prog], lib, {"VMETHOD": "Vmdebug"})
+    expect("figure8 VMETHOD=Vmdebug", rc == 0 and matches(reports, [UNALLOCATED_6, FREED_19, CORRUPT_4]),
+           f"exit {rc}, reports {reports}")
+    rc, _, reports = run([prog], lib, {"VMETHOD": "Vmlast"})
+    expect("figure8 VMETHOD=Vmlast refused", rc != 0 or (reports and "VMETHOD=Vmlast" in reports[0]),
+           f"exit {rc}, reports {reports}")
     for env in ({"VMDEBUG": "1,check"}, {"MEMD_METHOD": "debug", "MEMD_DEBUG": "check"}):
         rc, _, reports = run([prog], lib, env)
         expect(f"figure8 {env}", rc == 0 and matches(reports, [CORRUPT_4, UNALLOCATED_6, FREED_19]),
