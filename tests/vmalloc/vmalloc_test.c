@@ -167,6 +167,38 @@ static void best(void) {
   CHECK(vmclose(Vmheap) == -1);
 }
 
+/* Addresses that are not blocks, inside and outside a region, and a NULL
+ * region: an answer and an errno, never a crash. */
+static void bad_addresses(void) {
+  Vmalloc_t* methods[3] = {vmopen(Vmdcheap, Vmbest, 0), vmopen(Vmdcheap, Vmpool, 0), vmopen(Vmdcheap, Vmdebug, 0)};
+  for (int m = 0; m < 3; ++m) {
+    Vmalloc_t* vm = methods[m];
+    CHECK(vm != NULL);
+    if (vm == NULL) continue;
+    char* p = vmalloc(vm, 64);
+    CHECK(p != NULL);
+    char* far = p + (256 << 20); /* inside the 1 GiB reservation, never used */
+    char* inside = p + 8;
+    int fd = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 2); /* the reports are expected; the answers are checked */
+    CHECK(vmsize(vm, inside) == -1 && vmsize(vm, far) == -1 && vmsize(vm, (void*)16) == -1);
+    CHECK(vmaddr(vm, far) == -1 && vmaddr(vm, (void*)16) == -1);
+    CHECK(vmfree(vm, inside) == -1 && vmfree(vm, far) == -1 && vmfree(vm, (void*)16) == -1);
+    errno = 0;
+    CHECK(vmresize(vm, far, 100, VM_RSMOVE) == NULL);
+    CHECK(vmresize(vm, inside, 100, VM_RSMOVE) == NULL);
+    dup2(fd, 2);
+    close(fd);
+    close(null);
+    CHECK(vmsize(vm, p) >= 64 && vmfree(vm, p) == 0); /* the block itself is untouched */
+    vmclose(vm);
+  }
+  errno = 0;
+  CHECK(vmalloc(NULL, 8) == NULL && errno == EINVAL);
+  CHECK(vmfree(NULL, (void*)16) == -1 && vmclose(NULL) == -1 && vmclear(NULL) == -1);
+  CHECK(vmsize(NULL, (void*)16) == -1 && vmaddr(NULL, (void*)16) == -1 && vmstat(NULL, NULL) == -1);
+}
+
 static void refused(void) {
   Vmdisc_t own = *Vmdcheap;
   own.memoryf = NULL; /* a memoryf of the program's own */
@@ -393,6 +425,7 @@ int main(int argc, char** argv) {
   pool();
   best();
   refused();
+  bad_addresses();
   figure8_reports();
   figure10_profile();
   trace();
