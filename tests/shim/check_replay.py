@@ -7,7 +7,9 @@ Figure 8, replayed against glibc, mimalloc and each of memd's methods.
 
 Every row must replay every call of the trace (its count of lines), with a
 time and a space; the JSON form must say the same; a trace with a bad line,
-the region methods (region, pool, last) must replay every call too; an
+the region methods (region, pool, last) must replay every call too, and a
+replay must end with the blocks the trace left live (a Vmbest or Vmpool
+region counting exactly those); an
 unknown method and a missing file must fail with a message and the
 documented exit status.
 """
@@ -68,6 +70,26 @@ def main():
             data = None
         expect("json", rc == 0 and data is not None and [d["target"] for d in data] == ["glibc", "memd-best", "memd-debug"]
                and all(d["calls"] == calls and d["seconds"] > 0 for d in data), f"exit {rc}, out {out!r}, err {err!r}")
+
+        # Round trip: the replay ends with the blocks the traced program left
+        # live, and a region replayed into counts exactly those.
+        live = set()
+        with open(threaded, encoding="utf-8") as f:
+            for line in f:
+                old, new = (int(x, 16) for x in line.split(":")[:2])
+                live.discard(old)
+                if new:
+                    live.add(new)
+        tool = os.path.join(os.path.dirname(os.path.abspath(args.memdctl)), "..", "replay", "memd-replay")
+        for region in ("", "best", "pool"):
+            env = dict(os.environ, MEMD_REPLAY_REGION=region)
+            env.pop("LD_PRELOAD", None)
+            run = subprocess.run([tool, threaded], env=env, capture_output=True, text=True, timeout=300)
+            got = dict(kv.split("=") for kv in run.stdout.split())
+            want_busy = str(len(live)) if region else "-1"
+            expect(f"final state {region or 'glibc'}", run.returncode == 0 and got.get("live") == str(len(live))
+                   and got.get("region_busy") == want_busy,
+                   f"exit {run.returncode}, {len(live)} live in the trace, out {run.stdout!r} err {run.stderr[-500:]!r}")
 
         fig = os.path.join(tmp, "figure8.trace")
         n = record(lib, [args.figure8], fig)

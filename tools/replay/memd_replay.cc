@@ -2,7 +2,10 @@
 // the process has (LD_PRELOAD picks it; memdctl replay runs it once per
 // allocator and method) and prints what it cost, one line:
 //
-//   ops=N allocs=A frees=F resizes=R skipped=S failed=X seconds=T base_kib=B peak_kib=P
+//   ops=N allocs=A frees=F resizes=R skipped=S failed=X seconds=T base_kib=B peak_kib=P live=L region_busy=K
+//
+// live: the blocks the trace left live; region_busy: the live blocks the
+// regions count at the end (MEMD_REPLAY_REGION best or pool), else -1.
 //
 // With MEMD_REPLAY_REGION=best, pool or last the calls go to regions of
 // vmalloc.h instead of malloc (Vmdcheap, private memory), as the Vmalloc
@@ -156,6 +159,7 @@ class Calls {
     disc_ = *Vmdcheap;
     disc_.max_bytes = size_t{16} << 30;
     main_ = vmopen(&disc_, method, 0);
+    last_ = method == Vmlast;
     if (std::strcmp(m, "pool") == 0) {
       pool_size_ = most_frequent_size(replay);
       pool_ = vmopen(&disc_, Vmpool, 0);
@@ -171,6 +175,18 @@ class Calls {
       std::memset(in_pool_, 0, replay.slots + size_t{1});
     }
     return true;
+  }
+
+  // Live blocks the regions count (vmstat), -1 for malloc and Vmlast
+  // (which counts bytes, not blocks).
+  long long region_busy() const {
+    if (main_ == nullptr || last_) return -1;
+    long long busy = 0;
+    for (Vmalloc_t* vm : {main_, pool_}) {
+      Vmstat_t st;
+      if (vm != nullptr && vmstat(vm, &st) == 0) busy += st.n_busy;
+    }
+    return busy;
   }
 
   char* alloc(uint32_t slot, size_t size) {
@@ -219,6 +235,7 @@ class Calls {
   Vmdisc_t disc_{};
   Vmalloc_t* main_ = nullptr;
   Vmalloc_t* pool_ = nullptr;
+  bool last_ = false;
   size_t pool_size_ = 0;
   uint8_t* in_pool_ = nullptr;  // per slot, mapped (no allocator's memory)
 };
@@ -278,9 +295,15 @@ int main(int argc, char** argv) {
   double seconds = now_seconds() - start;
   long r = resident_kib();
   if (r > peak) peak = r;
-  std::printf("ops=%zu allocs=%llu frees=%llu resizes=%llu skipped=%llu failed=%llu seconds=%.6f base_kib=%ld peak_kib=%ld\n",
+  // The final state: blocks the trace left live, and (in regions that
+  // count them) what the regions hold; -1 where they do not count.
+  uint64_t live = 0;
+  for (uint32_t k = 0; k < replay.slots; ++k) live += slots[k] != nullptr;
+  std::printf("ops=%zu allocs=%llu frees=%llu resizes=%llu skipped=%llu failed=%llu seconds=%.6f base_kib=%ld peak_kib=%ld"
+              " live=%llu region_busy=%lld\n",
               replay.count, static_cast<unsigned long long>(allocs), static_cast<unsigned long long>(frees),
               static_cast<unsigned long long>(resizes), static_cast<unsigned long long>(replay.skipped),
-              static_cast<unsigned long long>(failed), seconds, base, peak);
+              static_cast<unsigned long long>(failed), seconds, base, peak, static_cast<unsigned long long>(live),
+              calls.region_busy());
   return 0;
 }
