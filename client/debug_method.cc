@@ -279,13 +279,15 @@ void* DebugMethod::alloc(size_t size, size_t align, bool zero, const DebugSite& 
     return nullptr;
   }
   void* user;
+  bool watched_block;
   {
-    Locked locked(&lock_);
+    Locked locked(&lock_);  // the watch list changes under it (vmdbwatch)
     user = alloc_locked(size, align, site, nullptr);
+    watched_block = user != nullptr && watched(user);
   }
   if (user == nullptr) return nullptr;
   if (zero) std::memset(user, 0, size);
-  if (watched(user)) alert(user, "just allocated", site);
+  if (watched_block) alert(user, "just allocated", site);
   return user;
 }
 
