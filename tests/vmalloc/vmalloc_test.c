@@ -4,6 +4,7 @@
  * reports (and a watched address), Figure 10's profile totals, VM_TRACE
  * lines, a file region across processes, and threads. Usage:
  *   vmalloc_test [scratch-dir]   (default: $TMPDIR or /tmp) */
+#define _GNU_SOURCE 1 /* mkdtemp, dup2 and fork under -std=c11 too */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
