@@ -107,11 +107,25 @@ def trace_seeds():
     yield "before", b"0xdead0:0x0:8:(process):best:a.c,1:1:1:\n0xbeef0:0xbeef8:8:(process):best:a.c,2:1:2:\n"
 
 
+def profile_summary_seeds():
+    # Figure 10's summary, a return-address site, two regions, other sites.
+    yield "figure10", (b"ALLOCATION USAGE SUMMARY:n_alloc=2:n_free=1:s_alloc=9:s_free=5:\n"
+                       b"region=(process):n_alloc=2:n_free=1:s_alloc=9:s_free=5:max_busy=9:extent=4096:\n"
+                       b"file=t.c:n_alloc=2:n_free=1:s_alloc=9:s_free=5:\n"
+                       b"    line=4:region=(process):n_alloc=1:n_free=0:s_alloc=4:s_free=0:\n"
+                       b"    line=10:region=(process):n_alloc=1:n_free=1:s_alloc=5:s_free=5:\n")
+    yield "pc", (b"ALLOCATION USAGE SUMMARY:n_alloc=1:n_free=0:s_alloc=12:s_free=0:\n"
+                 b"file=<>:n_alloc=1:n_free=0:s_alloc=12:s_free=0:\n"
+                 b"    pc=/lib/libc.so.6+0x8a1b2:region=0x55d0:n_alloc=1:n_free=0:s_alloc=12:s_free=0:\n"
+                 b"other sites (past 4096):region=0x55d0:n_alloc=3:n_free=1:s_alloc=30:s_free=10:\n")
+
+
 def main():
     root = sys.argv[1]
     for target, seeds in (("daemon_rpc_fuzzer", daemon_rpc_seeds()), ("lease_socket_fuzzer", lease_socket_seeds()),
                           ("telemetry_store_fuzzer", telemetry_seeds()), ("region_open_fuzzer", region_open_seeds()),
-                          ("trace_format_fuzzer", trace_seeds())):
+                          ("trace_format_fuzzer", trace_seeds()),
+                          ("profile_summary_fuzzer", profile_summary_seeds())):
         os.makedirs(os.path.join(root, target), exist_ok=True)
         for name, data in seeds:
             with open(os.path.join(root, target, name), "wb") as f:

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(region_open_fuzzer lease_socket_fuzzer telemetry_store_fuzzer daemon_rpc_fuzzer trace_format_fuzzer)
+[ ${#targets[@]} -gt 0 ] || targets=(region_open_fuzzer lease_socket_fuzzer telemetry_store_fuzzer daemon_rpc_fuzzer trace_format_fuzzer profile_summary_fuzzer)
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$(nproc)"
@@ -20,7 +20,7 @@ cmake --build --preset fuzz -j "$(nproc)"
 # of the length limit, and a cap that fits each target's unit of work.
 declare -A max_len=(
   [region_open_fuzzer]=1024 [lease_socket_fuzzer]=2048
-  [telemetry_store_fuzzer]=16384 [daemon_rpc_fuzzer]=2048 [trace_format_fuzzer]=4096
+  [telemetry_store_fuzzer]=16384 [daemon_rpc_fuzzer]=2048 [trace_format_fuzzer]=4096 [profile_summary_fuzzer]=4096
 )
 python3 tests/fuzz/make_seeds.py build/fuzz/seeds
 status=0

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "pprof/profile.pb.h"
+#include "tools/memdctl/profile_summary.h"
 
 namespace memd::daemon {
 namespace {
@@ -414,6 +415,120 @@ TEST_F(GoPprof, EmptyProfileReads) {
   GoRun run = top(write_profile(ProfileInput{}), "inuse_space");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("Type: inuse_space"), std::string::npos) << run.output;
+}
+
+
+// ---- the profile method's summary as pprof (memdctl pprof) ----
+
+// Figure 10's summary of the Figure 8 program, one return-address site, and
+// a second region's summary after it.
+constexpr char kSummary[] =
+    "ALLOCATION USAGE SUMMARY:n_alloc=3:n_free=1:s_alloc=21:s_free=5:\n"
+    "region=(process):n_alloc=3:n_free=1:s_alloc=21:s_free=5:max_busy=21:extent=4096:\n"
+    "file=t.c:n_alloc=2:n_free=1:s_alloc=9:s_free=5:\n"
+    "    line=4:region=(process):n_alloc=1:n_free=0:s_alloc=4:s_free=0:\n"
+    "    line=10:region=(process):n_alloc=1:n_free=1:s_alloc=5:s_free=5:\n"
+    "file=<>:n_alloc=1:n_free=0:s_alloc=12:s_free=0:\n"
+    "    pc=/lib/libc.so.6+0x8a1b2:region=(process):n_alloc=1:n_free=0:s_alloc=12:s_free=0:\n"
+    "ALLOCATION USAGE SUMMARY:n_alloc=7:n_free=2:s_alloc=700:s_free=200:\n"
+    "region=0x55d0c4a2e360:n_alloc=7:n_free=2:s_alloc=700:s_free=200:max_busy=600:extent=8192:\n"
+    "file=u.c:n_alloc=7:n_free=2:s_alloc=700:s_free=200:\n"
+    "    line=4:region=0x55d0c4a2e360:n_alloc=7:n_free=2:s_alloc=700:s_free=200:\n";
+
+struct SiteValues {
+  std::string function, file, region;
+  int64_t line = 0;
+  std::vector<int64_t> values;
+};
+
+std::vector<SiteValues> decode_sites(const std::string& bytes) {
+  perftools::profiles::Profile p;
+  EXPECT_TRUE(p.ParseFromString(bytes));
+  auto str = [&](int64_t i) { return p.string_table(static_cast<int>(i)); };
+  std::vector<SiteValues> out;
+  for (const auto& sample : p.sample()) {
+    SiteValues v;
+    EXPECT_EQ(sample.location_id_size(), 1);
+    const auto& loc = p.location(static_cast<int>(sample.location_id(0) - 1));
+    EXPECT_EQ(loc.id(), sample.location_id(0));
+    const auto& fn = p.function(static_cast<int>(loc.line(0).function_id() - 1));
+    v.function = str(fn.name());
+    v.file = str(fn.filename());
+    v.line = loc.line(0).line();
+    v.values.assign(sample.value().begin(), sample.value().end());
+    EXPECT_EQ(str(sample.label(0).key()), "region");
+    v.region = str(sample.label(0).str());
+    out.push_back(v);
+  }
+  return out;
+}
+
+TEST(ProfileSummary, EachSiteIsASampleWithExactCounts) {
+  absl::StatusOr<std::string> bytes = memd::memdctl::summary_to_pprof(kSummary);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<SiteValues> sites = decode_sites(*bytes);
+  ASSERT_EQ(sites.size(), 4u);
+  // alloc_objects, alloc_space, inuse_objects, inuse_space.
+  EXPECT_EQ(sites[0].function, "t.c");
+  EXPECT_EQ(sites[0].file, "t.c");
+  EXPECT_EQ(sites[0].line, 4);
+  EXPECT_EQ(sites[0].region, "(process)");
+  EXPECT_EQ(sites[0].values, (std::vector<int64_t>{1, 4, 1, 4}));
+  EXPECT_EQ(sites[1].line, 10);
+  EXPECT_EQ(sites[1].values, (std::vector<int64_t>{1, 5, 0, 0}));
+  EXPECT_EQ(sites[2].function, "/lib/libc.so.6+0x8a1b2");
+  EXPECT_EQ(sites[2].file, "");
+  EXPECT_EQ(sites[2].values, (std::vector<int64_t>{1, 12, 1, 12}));
+  EXPECT_EQ(sites[3].function, "u.c");
+  EXPECT_EQ(sites[3].region, "0x55d0c4a2e360");
+  EXPECT_EQ(sites[3].values, (std::vector<int64_t>{7, 700, 5, 500}));
+}
+
+TEST(ProfileSummary, WhatIsNotASummaryIsRefusedNamingTheLine) {
+  absl::StatusOr<std::string> none = memd::memdctl::summary_to_pprof("");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string bad = std::string(kSummary) + "    line=x:region=r:n_alloc=1:n_free=0:s_alloc=1:s_free=0:\n";
+  absl::StatusOr<std::string> r = memd::memdctl::summary_to_pprof(bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("line 12"), absl::string_view::npos) << r.status();
+  // More freed than allocated, a site before any file, and a stray line.
+  for (const char* text : {"ALLOCATION USAGE SUMMARY:\nfile=a:n_alloc=1:n_free=2:s_alloc=1:s_free=1:\n",
+                           "ALLOCATION USAGE SUMMARY:\n    line=3:region=r:n_alloc=1:n_free=0:s_alloc=1:s_free=0:\n",
+                           "ALLOCATION USAGE SUMMARY:\nhello\n"}) {
+    EXPECT_EQ(memd::memdctl::summary_to_pprof(text).status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(ProfileSummary, BytesThatAreNotUtf8AreEscapedAndTheProfileStillParses) {
+  std::string text =
+      "ALLOCATION USAGE SUMMARY:n_alloc=1:n_free=0:s_alloc=8:s_free=0:\n"
+      "file=<>:n_alloc=1:n_free=0:s_alloc=8:s_free=0:\n"
+      "    pc=/lib/\xff\xc0\x80lib.so+0x10:region=r\xed\xa0\x80:n_alloc=1:n_free=0:s_alloc=8:s_free=0:\n";
+  absl::StatusOr<std::string> bytes = memd::memdctl::summary_to_pprof(text);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::vector<SiteValues> sites = decode_sites(*bytes);
+  ASSERT_EQ(sites.size(), 1u);
+  // 0xff is no UTF-8; c0 80 is an overlong NUL; ed a0 80 a surrogate.
+  EXPECT_EQ(sites[0].function, "/lib/\\xff\\xc0\\x80lib.so+0x10");
+  EXPECT_EQ(sites[0].region, "r\\xed\\xa0\\x80");
+}
+
+TEST_F(GoPprof, ReadsASummaryConvertedToPprof) {
+  absl::StatusOr<std::string> bytes = memd::memdctl::summary_to_pprof(kSummary);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::string file = dir_ + "/summary.pb";
+  std::ofstream(file, std::ios::binary) << *bytes;
+  GoRun inuse = top(file, "inuse_space");
+  ASSERT_EQ(inuse.exit_code, 0) << inuse.output;
+  EXPECT_EQ(first_function(inuse.output), "u.c") << inuse.output;
+  std::optional<std::vector<std::string>> t = top_row(inuse.output, "t.c");
+  ASSERT_TRUE(t.has_value()) << inuse.output;
+  EXPECT_EQ((*t)[0], "4B") << inuse.output;
+  GoRun allocs = top(file, "alloc_objects");
+  ASSERT_EQ(allocs.exit_code, 0) << allocs.output;
+  t = top_row(allocs.output, "t.c");
+  ASSERT_TRUE(t.has_value()) << allocs.output;
+  EXPECT_EQ((*t)[0], "2") << allocs.output;
 }
 
 }  // namespace

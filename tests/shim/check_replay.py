@@ -96,6 +96,20 @@ def main():
         rc, out, err = memdctl(args.memdctl, "replay", fig, "--allocators", "glibc", "--method", "best", "--rounds", "1")
         expect("figure8", n == 3 and rc == 0 and re.search(r"^memd-best\s+3\s", out, re.M), f"{n} lines, exit {rc}, {out!r}")
 
+        # memdctl pprof: the profile method's summary of the same program as
+        # a pprof file; a trace is not a summary; a replay flag is not its.
+        summary = os.path.join(tmp, "figure8.profile")
+        env = dict(os.environ, LD_PRELOAD=lib, VMPROFILE=summary)
+        subprocess.run([args.figure8], env=env, capture_output=True, check=False, timeout=120)
+        out_pb = os.path.join(tmp, "figure8.pb")
+        rc, out, err = memdctl(args.memdctl, "pprof", summary, "-o", out_pb)
+        expect("pprof", rc == 0 and os.path.exists(out_pb) and os.path.getsize(out_pb) > 100,
+               f"exit {rc}, err {err!r}")
+        rc, out, err = memdctl(args.memdctl, "pprof", fig)
+        expect("pprof of a trace", rc == 1 and "not a line of a profile summary" in err, f"exit {rc}, err {err!r}")
+        rc, out, err = memdctl(args.memdctl, "pprof", summary, "--rounds", "2")
+        expect("pprof flag", rc == 2 and "belongs to replay" in err, f"exit {rc}, err {err!r}")
+
         bad = os.path.join(tmp, "bad.trace")
         with open(bad, "w", encoding="utf-8") as f:
             f.write("0x0:0x10:5:(process):best:t.c,4:1:0:\nnot a trace line\n")

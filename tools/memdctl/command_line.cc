@@ -38,6 +38,8 @@ constexpr CommandSpec kCommands[] = {
      "a heap profile for go tool pprof (REGION \"(process)\": process heaps)"},
     {Command::kReplay, "replay", "", "TRACE [--method M,..] [--allocators A,..] [--rounds N]", 1, 1,
      "replay an allocation trace offline: time and space per method and malloc"},
+    {Command::kPprof, "pprof", "", "SUMMARY [-o FILE]", 1, 1,
+     "a profile method summary (VMPROFILE, vmprofile) as a pprof profile, offline"},
 };
 
 const CommandSpec* find_command(std::string_view word) {
@@ -88,6 +90,7 @@ struct FlagSpec {
   const char* summary;  // usage text of a global flag (lines after the first indented)
   // Stores the flag's value (`flag` as typed, for messages).
   absl::Status (*apply)(CommandLine& cl, const std::string& flag, const std::string& value);
+  int also = -1;  // a second command the flag belongs to (a Command), -1: none
 };
 
 absl::Status set_help(CommandLine& cl, const std::string&, const std::string&) {
@@ -152,7 +155,7 @@ constexpr FlagSpec kFlags[] = {
     {"--help", "-h", "", true, Command::kRegions, "this text", set_help},
     {"--region", "", "NAME", false, Command::kDrain, "", set_region},
     {"--pid", "", "PID", false, Command::kProfile, "", set_pid},
-    {"--output", "-o", "FILE", false, Command::kProfile, "", set_output},
+    {"--output", "-o", "FILE", false, Command::kProfile, "", set_output, static_cast<int>(Command::kPprof)},
     {"--method", "", "M,..", false, Command::kReplay, "", set_methods},
     {"--allocators", "", "A,..", false, Command::kReplay, "", set_allocators},
     {"--rounds", "", "N", false, Command::kReplay, "", set_rounds},
@@ -216,7 +219,7 @@ absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv
     return usage_error(absl::StrCat(cl.command_name, ": unexpected argument \"", cl.args[spec->max_args], "\""));
   }
   for (const auto& [flag, typed] : command_flags) {
-    if (flag->command != cl.command) {
+    if (flag->command != cl.command && flag->also != static_cast<int>(cl.command)) {
       return usage_error(absl::StrCat(typed, " belongs to ", find_command_name(flag->command), ", not ",
                                       cl.command_name));
     }

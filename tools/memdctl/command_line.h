@@ -12,7 +12,7 @@
 
 namespace memd::memdctl {
 
-enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay };
+enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay, kPprof };
 
 struct CommandLine {
   std::string socket;  // empty: the default rule (region/options.h client_socket_path())
@@ -25,7 +25,7 @@ struct CommandLine {
   std::vector<std::string> args;   // the subcommand's positional arguments
   int32_t pid = 0;                 // drain PID, profile --pid PID (0: every client)
   std::string region;              // drain --region NAME
-  std::string output;              // profile -o FILE ("-": stdout; empty: memd-REGION.pb.gz)
+  std::string output;              // profile -o FILE ("-": stdout; empty: memd-REGION.pb.gz); pprof -o FILE (empty: SUMMARY.pb)
   std::string replay_methods;      // replay --method best,debug,... (empty: every method)
   std::string replay_allocators;   // replay --allocators glibc,... (empty: glibc, jemalloc, mimalloc)
   int replay_rounds = 3;           // replay --rounds N

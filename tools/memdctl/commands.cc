@@ -244,8 +244,9 @@ Outcome run_command(const CommandLine& command_line, DaemonCalls& calls) {
     case Command::kHealth: return health_command(command_line, calls);
     case Command::kRemove: return remove_command(command_line, calls);
     case Command::kProfile: return profile_command(command_line, calls);
-    case Command::kReplay:  // offline: main runs it without a daemon (replay_command.h)
-      return {grpc::Status(grpc::StatusCode::INTERNAL, "replay asks no daemon")};
+    case Command::kReplay:  // offline: main runs them without a daemon
+    case Command::kPprof:
+      return {grpc::Status(grpc::StatusCode::INTERNAL, "an offline command asks no daemon")};
   }
   return {grpc::Status(grpc::StatusCode::INTERNAL, "unknown command")};
 }

@@ -11,6 +11,7 @@
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
 #include "tools/memdctl/replay_command.h"
+#include "tools/memdctl/pprof_command.h"
 
 namespace {
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   }
 
   if (command_line->command == Command::kReplay) return run_replay(*command_line);
+  if (command_line->command == Command::kPprof) return run_pprof(*command_line);
 
   const std::string socket = command_line->socket.empty() ? memd::region::client_socket_path() : command_line->socket;
   if (int code = report_unreachable(socket); code != kExitOk) return code;
