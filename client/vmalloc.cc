@@ -528,6 +528,18 @@ Vmalloc_t* vmregion(void* addr) {
   return nullptr;
 }
 
+long vmoffset(Vmalloc_t* vm, void* addr) {
+  if (vm == nullptr || vm->kind != Kind::kRegion) return errno = EINVAL, -1;
+  if (!vm->region->contains(addr)) return -1;
+  return static_cast<long>(vm->region->offset_of(addr));
+}
+
+void* vmpointer(Vmalloc_t* vm, long offset) {
+  if (vm == nullptr || vm->kind != Kind::kRegion || offset < 0) return fail(EINVAL);
+  void* p = vm->region->at(static_cast<uint64_t>(offset));
+  return vm->region->contains(p) ? p : nullptr;
+}
+
 int vmdbcheck(Vmalloc_t* vm) {
   if (vm == nullptr || vm->kind != Kind::kDebug || !vm->debug->debugging()) return errno = EINVAL, -1;
   return vm->debug->check_all();

@@ -131,6 +131,14 @@ long vmaddr(Vmalloc_t* vm, void* addr);
 long vmsize(Vmalloc_t* vm, void* data);
 /* The open region (Vmheap excluded) holding addr, or NULL. */
 Vmalloc_t* vmregion(void* addr);
+/* memd's: a named region may be mapped at another address in another
+ * process or run, so a pointer kept in it or passed between processes is
+ * an offset. vmoffset: addr's offset in vm's region, -1 if outside (or
+ * vm is not a region of vmdcshm/vmdcfile/vmdcpmem or Vmdcheap/Vmdcsbrk with
+ * Vmbest, Vmpool or Vmlast: EINVAL). vmpointer: the address of an offset
+ * vmoffset gave, NULL if outside. */
+long vmoffset(Vmalloc_t* vm, void* addr);
+void* vmpointer(Vmalloc_t* vm, long offset);
 
 /* Vmdebug: reports every live block whose guards are overwritten; returns
  * how many are (-1, EINVAL, for another method). */

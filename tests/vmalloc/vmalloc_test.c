@@ -350,15 +350,19 @@ static void trace(void) {
 
 /* A file region: its blocks and its method outlive the process. */
 static char file_path[600];
-static void* file_block;
+static long file_block; /* its offset: the region may be mapped elsewhere next time */
 static void reopen_file(void* arg) {
   (void)arg;
   Vmdisc_t disc;
   Vmalloc_t* vm = vmopen(vmdcfile(&disc, file_path, 64 << 20), Vmbest, 0);
   CHECK(vm != NULL);
   if (vm == NULL) return;
-  CHECK(vmsize(vm, file_block) >= 100);
-  CHECK(vmregion(file_block) == vm && strcmp((char*)file_block, "kept across processes") == 0);
+  char* block = vmpointer(vm, file_block);
+  CHECK(block != NULL && vmoffset(vm, block) == file_block);
+  if (block == NULL) return;
+  CHECK(vmsize(vm, block) >= 100);
+  CHECK(vmregion(block) == vm && strcmp(block, "kept across processes") == 0);
+  CHECK(vmpointer(vm, 1L << 40) == NULL);
   CHECK(vmclose(vm) == 0);
   errno = 0;
   CHECK(vmopen(&disc, Vmpool, 0) == NULL && errno == EPROTO);
@@ -370,8 +374,12 @@ static void file_region(void) {
   Vmalloc_t* vm = vmopen(vmdcfile(&disc, file_path, 64 << 20), Vmbest, 0);
   CHECK(vm != NULL);
   if (vm == NULL) return;
-  file_block = vmalloc(vm, 100);
-  strcpy((char*)file_block, "kept across processes");
+  char* block = vmalloc(vm, 100);
+  strcpy(block, "kept across processes");
+  file_block = vmoffset(vm, block);
+  CHECK(file_block >= 0 && vmpointer(vm, file_block) == block);
+  int local;
+  CHECK(vmoffset(vm, &local) == -1);
   CHECK(vmclear(vm) == -1 && errno == EPROTO); /* other processes' blocks may be in it */
   CHECK(vmclose(vm) == 0);
   char err[600];
