@@ -4,26 +4,14 @@
 #include <optional>
 
 #include "client/memd_region.h"
+#include "client/status_errno.h"
 #include "region/region.h"
 
 namespace {
 
-memd::Region* cast(memd_region* r) { return reinterpret_cast<memd::Region*>(r); }
+using memd::client::errno_of;
 
-int errno_of(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound: return ENOENT;
-    case absl::StatusCode::kAlreadyExists: return EEXIST;
-    case absl::StatusCode::kPermissionDenied: return EACCES;
-    case absl::StatusCode::kFailedPrecondition:
-      return s.message().find("owner") != std::string_view::npos ? EBUSY : EPROTO;
-    case absl::StatusCode::kDataLoss: return EBADMSG;
-    case absl::StatusCode::kUnavailable: return ECONNREFUSED;
-    case absl::StatusCode::kResourceExhausted: return ENOMEM;
-    case absl::StatusCode::kOutOfRange: return EFAULT;
-    default: return EINVAL;
-  }
-}
+memd::Region* cast(memd_region* r) { return reinterpret_cast<memd::Region*>(r); }
 
 memd_region* give(absl::StatusOr<std::unique_ptr<memd::Region>> r) {
   if (!r.ok()) {

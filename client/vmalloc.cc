@@ -20,12 +20,14 @@
 
 #include "client/debug_method.h"
 #include "client/profile_sites.h"
+#include "client/status_errno.h"
 #include "client/trace_line.h"
 #include "region/region.h"
 
 namespace {
 
 using memd::Region;
+using memd::client::errno_of;
 using memd::client::DebugMethod;
 using memd::heap::DebugSite;
 
@@ -118,20 +120,6 @@ bool traced(const Vmalloc_t* vm) { return (vm->flags & VM_TRACE) != 0 && trace_f
 void trace(const Vmalloc_t* vm, const void* old, const void* now, uint64_t size, const DebugSite& site) {
   int fd = trace_fd.load(std::memory_order_relaxed);
   if (fd >= 0) memd::client::write_trace_line(fd, old, now, size, vm->label, vm->meth->name, site, vm->trace_start_us);
-}
-
-int errno_of(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound: return ENOENT;
-    case absl::StatusCode::kAlreadyExists: return EEXIST;
-    case absl::StatusCode::kPermissionDenied: return EACCES;
-    case absl::StatusCode::kInvalidArgument: return EINVAL;
-    case absl::StatusCode::kFailedPrecondition: return EPROTO;
-    case absl::StatusCode::kResourceExhausted: return ENOMEM;
-    case absl::StatusCode::kUnavailable: return EBUSY;
-    case absl::StatusCode::kDataLoss: return EBADMSG;
-    default: return EIO;
-  }
 }
 
 // A private region: a shm region with a name no other process knows,
@@ -360,11 +348,7 @@ int vmfree(Vmalloc_t* vm, void* data) {
   if (vm->meth->id == VM_MTLAST || traced(vm)) {
     size_t size = vm->region->size(data);
     if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site_of(pc));
-    if (size == 0 && vm->meth->id != VM_MTLAST) {
-      vm->region->free(data);  // refused and reported; exceptf hears of it
-      return -1;
-    }
-    vm->region->free(data);
+    vm->region->free(data);  // a bad one is refused and reported; exceptf hears of it
     return size != 0 ? 0 : -1;
   }
   // Else the region's own check answers: it refuses a bad free (and says
@@ -444,10 +428,8 @@ int vmclear(Vmalloc_t* vm) {
   // A best heap frees everything only as a new heap: possible for a
   // private region (no one else holds its blocks), not for a named one.
   if (vm->disc->kind != VM_DCPRIVATE) return errno = EPROTO, -1;
-  std::unique_ptr<Region> old = std::move(vm->region);
-  old.reset();
-  if (!open_region(vm)) return -1;
-  return 0;
+  vm->region.reset();
+  return open_region(vm) ? 0 : -1;
 }
 
 int vmcompact(Vmalloc_t* vm) {
