@@ -34,6 +34,8 @@ static_assert(MEMD_METHOD_ANY == 0);
 static_assert(MEMD_BEST == static_cast<int>(memd::Method::kBest));
 static_assert(MEMD_POOL == static_cast<int>(memd::Method::kPool));
 static_assert(MEMD_LAST == static_cast<int>(memd::Method::kLast));
+static_assert(MEMD_DEBUG == static_cast<int>(memd::Method::kDebug));
+static_assert(MEMD_PROFILE == static_cast<int>(memd::Method::kProfile));
 
 // The C API's method number (0: as created), or nullopt.
 std::optional<memd::Method> method_of(int m) {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "client/site_text.h"
+#include "region/site_text.h"
 #include "client/trace_line.h"
 #include "heap/inspect.h"
 #include "heap/region_format.h"
@@ -45,7 +45,7 @@ Line start_report(const char* kind, const char* label, const void* block) {
 
 }  // namespace
 
-bool DebugMethod::start(const DebugSettings& settings, const char* label, ProfileSites* profile) {
+bool DebugMethod::start(const DebugSettings& settings, const char* label, region::ProfileSites* profile) {
   region::Arena* arena = region::Arena::create(region::process_arena_options());
   region::ArenaHandle handle;
   if (arena == nullptr) return false;
@@ -98,11 +98,11 @@ void DebugMethod::report_corrupted(const void* user, int64_t bad_byte, const cha
     l.add(":");
   }
   l.add("allocated at=");
-  add_site(l, heap::debug_header(user)->site);
+  region::add_site(l, heap::debug_header(user)->site);
   l.add(":");
   if (detected != nullptr) {
     l.add("detected at=");
-    add_site(l, *detected);
+    region::add_site(l, *detected);
     l.add(":");
   }
   finish_error(&l, user, how != nullptr ? how : "corrupted data");
@@ -112,7 +112,7 @@ void DebugMethod::report_call_error(const char* call, const void* p, const char*
   Line l = start_report(call, label_, p);
   l.add(what);
   l.add(":detected at=");
-  add_site(l, detected);
+  region::add_site(l, detected);
   l.add(":");
   finish_error(&l, p, what);
 }
@@ -138,7 +138,7 @@ void DebugMethod::alert(const void* user, const char* what, const DebugSite& det
   l.add(":");
   l.add(what);
   l.add(":detected at=");
-  add_site(l, detected);
+  region::add_site(l, detected);
   l.add(":\n");
   l.write_out();
 }

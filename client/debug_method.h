@@ -13,7 +13,7 @@
 // quarantine (the last 4096, at most 64 MiB) filled with a pattern, so a
 // second free is "already freed" and a write after free is reported when
 // the block leaves. With a profile, the method counts what each call site
-// allocated and freed (client/profile_sites.h). With a trace descriptor,
+// allocated and freed (region/profile_sites.h). With a trace descriptor,
 // each call that did something is one line (docs/trace.md).
 //
 // The malloc shim runs one for a whole program (VMDEBUG, VMPROFILE,
@@ -28,7 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "client/profile_sites.h"
+#include "region/profile_sites.h"
 #include "heap/debug_block.h"
 #include "heap/region_stats.h"
 #include "region/arena_handle.h"
@@ -58,7 +58,7 @@ class DebugMethod {
   // Makes the method's heap. `label` names the region in reports (copied,
   // truncated to 39 bytes); `profile` (kept, may be null: no profile)
   // collects the per-site counts. False with errno if the heap cannot be made.
-  bool start(const DebugSettings& settings, const char* label, ProfileSites* profile);
+  bool start(const DebugSettings& settings, const char* label, region::ProfileSites* profile);
   // Unmaps the heap and everything in it. REQUIRES: no other call meanwhile.
   void stop();
   bool started() const { return arena_.arena != nullptr; }
@@ -133,7 +133,7 @@ class DebugMethod {
   region::ArenaHandle arena_;
   uint64_t secret_ = 0;
   DebugSettings settings_;
-  ProfileSites* profile_ = nullptr;
+  region::ProfileSites* profile_ = nullptr;
   char label_[40] = {};
   DebugErrorHook hook_ = nullptr;
   void* hook_context_ = nullptr;

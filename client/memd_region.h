@@ -28,8 +28,11 @@ enum memd_method {
   MEMD_METHOD_ANY = 0,
   MEMD_BEST = 1, /* any size, any order of frees */
   MEMD_POOL = 2, /* one size (the first allocation's), no per-object header */
-  MEMD_LAST = 3  /* bump allocation: only the most recent object is freed;
+  MEMD_LAST = 3, /* bump allocation: only the most recent object is freed;
                     memd_region_clear frees all */
+  MEMD_DEBUG = 4,  /* best, with guards checked at free and resize; errors
+                      reported on stderr naming the object and call sites */
+  MEMD_PROFILE = 5 /* best, counting bytes and objects per call site */
 };
 
 /* Creates a region and opens it as its owner. max_bytes: its fixed size. */

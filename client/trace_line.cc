@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "client/site_text.h"
+#include "region/site_text.h"
 #include "region/report_line.h"
 
 namespace memd::client {
@@ -28,7 +28,7 @@ void write_trace_line(int fd, const void* old, const void* now, uint64_t size, c
   l.add(":");
   l.add(method);
   l.add(":");
-  add_site(l, site);
+  region::add_site(l, site);
   l.add(":");
   l.add_decimal(static_cast<uint64_t>(gettid()));
   l.add(":");

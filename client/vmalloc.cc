@@ -19,8 +19,9 @@
 #include <string>
 
 #include "client/debug_method.h"
-#include "client/profile_sites.h"
+#include "region/profile_sites.h"
 #include "client/status_errno.h"
+#include "region/call_site.h"
 #include "client/trace_line.h"
 #include "region/region.h"
 
@@ -57,7 +58,7 @@ struct _vmalloc_s {
   int flags = 0;
   std::unique_ptr<Region> region;
   std::unique_ptr<DebugMethod> debug;
-  std::unique_ptr<memd::client::ProfileSites> profile;
+  std::unique_ptr<memd::region::ProfileSites> profile;
   char label[40] = {};
   uint64_t trace_start_us = 0;
   _vmalloc_s* next = nullptr;  // the open regions
@@ -176,9 +177,11 @@ void unlink_open(Vmalloc_t* vm) {
 
 bool open_region(Vmalloc_t* vm) {
   memd::RegionOptions options;
-  options.method = vm->meth->id == VM_MTPOOL   ? memd::Method::kPool
-                   : vm->meth->id == VM_MTLAST ? memd::Method::kLast
-                                               : memd::Method::kBest;
+  options.method = vm->meth->id == VM_MTPOOL      ? memd::Method::kPool
+                   : vm->meth->id == VM_MTLAST    ? memd::Method::kLast
+                   : vm->meth->id == VM_MTDEBUG   ? memd::Method::kDebug
+                   : vm->meth->id == VM_MTPROFILE ? memd::Method::kProfile
+                                                  : memd::Method::kBest;
   options.max_bytes = vm->disc->max_bytes != 0 ? vm->disc->max_bytes : kDefaultMaxBytes;
   options.event_handler = region_event;
   options.event_context = vm;
@@ -195,6 +198,7 @@ bool open_region(Vmalloc_t* vm) {
     return false;
   }
   vm->region = std::move(*r);
+  vm->region->set_debug_options({(vm->flags & VM_DBCHECK) != 0, (vm->flags & VM_DBABORT) != 0});
   return true;
 }
 
@@ -205,7 +209,7 @@ bool open_debug(Vmalloc_t* vm) {
   s.abort = (vm->flags & VM_DBABORT) != 0;
   if ((vm->flags & VM_TRACE) != 0) s.trace_fd = trace_fd.load();
   if (vm->meth->id == VM_MTPROFILE) {
-    vm->profile.reset(new (std::nothrow) memd::client::ProfileSites());
+    vm->profile.reset(new (std::nothrow) memd::region::ProfileSites());
     if (vm->profile == nullptr) return fail(ENOMEM), false;
   }
   vm->debug = std::make_unique<DebugMethod>();
@@ -225,9 +229,17 @@ size_t live_size(Vmalloc_t* vm, const void* p) {
   return 0;
 }
 
+// A named region's debug and profile methods keep their books in the
+// region; they name the site the call was made for (region/call_site.h).
+bool books_in_region(const Vmalloc_t* vm) {
+  return vm->kind == Kind::kRegion && (vm->meth->id == VM_MTDEBUG || vm->meth->id == VM_MTPROFILE);
+}
+
 void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc) {
   if (vm == nullptr) return fail(EINVAL);
   if (align != 0 && (align & (align - 1)) != 0) return fail(EINVAL);
+  DebugSite site = site_of(pc);
+  memd::region::CallSiteScope at(site);
   void* p = nullptr;
   switch (vm->kind) {
     case Kind::kHeap:
@@ -241,11 +253,11 @@ void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc) {
       p = align == 0 ? vm->region->alloc(size) : vm->region->alloc_aligned(size, align);
       break;
     case Kind::kDebug:
-      p = vm->debug->alloc(size, align, false, site_of(pc));
+      p = vm->debug->alloc(size, align, false, site);
       if (p == nullptr) except(vm, VM_NOMEM, nullptr);
       return p;  // traced by the method
   }
-  if (p != nullptr && traced(vm)) trace(vm, nullptr, p, size, site_of(pc));
+  if (p != nullptr && traced(vm)) trace(vm, nullptr, p, size, site);
   return p;
 }
 
@@ -282,7 +294,7 @@ Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
   if (disc == nullptr || meth == nullptr || disc->memoryf != vmdcmemory) return fail(EINVAL);
   if (disc->kind < VM_DCPRIVATE || disc->kind > VM_DCPMEM) return fail(EINVAL);
   if (meth->id < VM_MTBEST || meth->id > VM_MTPROFILE) return fail(EINVAL);
-  if (disc->kind != VM_DCPRIVATE && (disc->name == nullptr || meth->id >= VM_MTDEBUG)) return fail(EINVAL);
+  if (disc->kind != VM_DCPRIVATE && disc->name == nullptr) return fail(EINVAL);
   if ((flags & ~(VM_TRUST | VM_TRACE | VM_DBCHECK | VM_DBABORT)) != 0) return fail(EINVAL);
   auto* vm = new (std::nothrow) _vmalloc_s();
   if (vm == nullptr) return fail(ENOMEM);
@@ -293,7 +305,7 @@ Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
   if (disc->kind == VM_DCPRIVATE) std::snprintf(vm->label, sizeof vm->label, "%p", static_cast<void*>(vm));
   else std::snprintf(vm->label, sizeof vm->label, "%s", disc->name);
   bool ok;
-  if (meth->id >= VM_MTDEBUG) {
+  if (meth->id >= VM_MTDEBUG && disc->kind == VM_DCPRIVATE) {
     vm->kind = Kind::kDebug;
     ok = open_debug(vm);
     if (ok) except(vm, VM_OPEN, nullptr);
@@ -318,6 +330,7 @@ int vmclose(Vmalloc_t* vm) {
     except(vm, VM_CLOSE, nullptr);
     vm->debug->stop();
   }
+  if (books_in_region(vm) && vm->meth->id == VM_MTDEBUG) (void)vm->region->check_objects();
   vm->region.reset();  // says VM_CLOSE
   delete vm;
   return 0;
@@ -332,13 +345,14 @@ void* vmalign(Vmalloc_t* vm, size_t size, size_t align) {
 int vmfree(Vmalloc_t* vm, void* data) {
   if (vm == nullptr) return errno = EINVAL, -1;
   if (data == nullptr) return 0;
-  const void* pc = __builtin_return_address(0);
+  DebugSite site = site_of(__builtin_return_address(0));
+  memd::region::CallSiteScope at(site);
   switch (vm->kind) {
     case Kind::kHeap:
       std::free(data);
       return 0;
     case Kind::kDebug:
-      return vm->debug->free(data, site_of(pc)) ? 0 : -1;
+      return vm->debug->free(data, site) ? 0 : -1;
     case Kind::kRegion:
       break;
   }
@@ -347,7 +361,7 @@ int vmfree(Vmalloc_t* vm, void* data) {
   // goes out before the block can be handed out again.
   if (vm->meth->id == VM_MTLAST || traced(vm)) {
     size_t size = vm->region->size(data);
-    if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site_of(pc));
+    if (size != 0 && traced(vm)) trace(vm, data, nullptr, size, site);
     vm->region->free(data);  // a bad one is refused and reported; exceptf hears of it
     return size != 0 ? 0 : -1;
   }
@@ -374,10 +388,13 @@ void* vmresize(Vmalloc_t* vm, void* data, size_t size, int type) {
     return q;
   }
   DebugSite site = site_of(pc);
-  if (vm->kind == Kind::kDebug) {
+  memd::region::CallSiteScope at(site);
+  if (vm->kind == Kind::kDebug || books_in_region(vm)) {
     if ((type & VM_RSMOVE) == 0) return fail(ENOMEM);  // a debug block always moves
-    size_t old = 0;
-    void* q = vm->debug->resize(data, size, site, &old);  // reports a bad block; traced by the method
+    size_t old = vm->kind == Kind::kDebug ? 0 : vm->region->size(data);
+    // Reports a bad block; the private method traces itself.
+    void* q = vm->kind == Kind::kDebug ? vm->debug->resize(data, size, site, &old) : vm->region->resize(data, size);
+    if (q != nullptr && books_in_region(vm) && traced(vm)) trace(vm, data, q, size, site);
     if (q != nullptr && (type & VM_RSCLEAR) != 0 && size > old) std::memset(static_cast<char*>(q) + old, 0, size - old);
     return q;
   }
@@ -472,7 +489,10 @@ int vmstat(Vmalloc_t* vm, Vmstat_t* st) {
     return 0;
   }
   memd::MethodStats ms = vm->region->method_stats();
-  if (vm->meth->id == VM_MTPOOL) {
+  if (books_in_region(vm)) {
+    st->n_busy = static_cast<int>(ms.live_objects);
+    st->s_busy = ms.used_bytes;
+  } else if (vm->meth->id == VM_MTPOOL) {
     st->n_busy = static_cast<int>(ms.live_objects);
     st->s_busy = ms.live_objects * ms.object_size;
     st->n_free = static_cast<int>(ms.capacity - ms.live_objects);
@@ -523,17 +543,22 @@ void* vmpointer(Vmalloc_t* vm, long offset) {
 }
 
 int vmdbcheck(Vmalloc_t* vm) {
-  if (vm == nullptr || vm->kind != Kind::kDebug || !vm->debug->debugging()) return errno = EINVAL, -1;
-  return vm->debug->check_all();
+  if (vm == nullptr || vm->meth->id != VM_MTDEBUG) return errno = EINVAL, -1;
+  return vm->kind == Kind::kDebug ? vm->debug->check_all() : vm->region->check_objects();
 }
 
 int vmdbwatch(Vmalloc_t* vm, void* addr) {
-  if (vm == nullptr || vm->kind != Kind::kDebug || !vm->debug->debugging()) return errno = EINVAL, -1;
-  return vm->debug->watch(addr) ? 0 : (errno = ENOSPC, -1);
+  if (vm == nullptr || vm->meth->id != VM_MTDEBUG) return errno = EINVAL, -1;
+  bool added = vm->kind == Kind::kDebug ? vm->debug->watch(addr) : vm->region->watch(addr);
+  return added ? 0 : (errno = ENOSPC, -1);
 }
 
 int vmprofile(Vmalloc_t* vm, int fd) {
   if (vm != nullptr) {
+    if (books_in_region(vm)) {
+      absl::Status s = vm->region->write_profile(fd);
+      return s.ok() ? 0 : (errno = errno_of(s), -1);
+    }
     if (vm->kind != Kind::kDebug || !vm->debug->profiling()) return errno = EINVAL, -1;
     vm->debug->write_profile(fd);
     return 0;
@@ -541,6 +566,7 @@ int vmprofile(Vmalloc_t* vm, int fd) {
   Locked locked;
   for (Vmalloc_t* r = open_regions; r != nullptr; r = r->next) {
     if (r->kind == Kind::kDebug && r->debug->profiling()) r->debug->write_profile(fd);
+    if (books_in_region(r) && r->meth->id == VM_MTPROFILE) (void)r->region->write_profile(fd);
   }
   return 0;
 }

@@ -11,8 +11,8 @@ namespace {
 constexpr uint64_t kLive = 0x6c6976652d646267ull;
 constexpr uint64_t kFreed = 0x667265652d646267ull;
 
-uint64_t state_word(uint64_t kind, const DebugHeader* h, uint64_t secret) {
-  return kind ^ secret ^ reinterpret_cast<uintptr_t>(h);
+uint64_t state_word(uint64_t kind, const DebugHeader* h, uint64_t secret, uintptr_t origin) {
+  return kind ^ secret ^ (reinterpret_cast<uintptr_t>(h) - origin);
 }
 
 const unsigned char* front_guard(const void* user) {
@@ -32,19 +32,20 @@ bool debug_layout(size_t size, size_t align, DebugLayout* out) {
   return true;
 }
 
-void* debug_format(void* raw, const DebugLayout& l, size_t size, const DebugSite& site, uint64_t secret) {
+void* debug_format(void* raw, const DebugLayout& l, size_t size, const DebugSite& site, uint64_t secret,
+                   uintptr_t origin) {
   char* user = static_cast<char*>(raw) + l.lead + kDebugHeadBytes;
   DebugHeader* h = debug_header(user);
-  *h = DebugHeader{state_word(kLive, h, secret), size, site, l.lead, 0, nullptr, nullptr};
+  *h = DebugHeader{state_word(kLive, h, secret, origin), size, site, l.lead, 0, nullptr, nullptr};
   std::memset(user - kDebugGuardBytes, kDebugGuardByte, kDebugGuardBytes);
   std::memset(user + size, kDebugGuardByte, kDebugGuardBytes);
   return user;
 }
 
-DebugState debug_state(const void* user, uint64_t secret) {
+DebugState debug_state(const void* user, uint64_t secret, uintptr_t origin) {
   const DebugHeader* h = debug_header(user);
-  if (h->state == state_word(kLive, h, secret)) return DebugState::kLive;
-  if (h->state == state_word(kFreed, h, secret)) return DebugState::kFreed;
+  if (h->state == state_word(kLive, h, secret, origin)) return DebugState::kLive;
+  if (h->state == state_word(kFreed, h, secret, origin)) return DebugState::kFreed;
   return DebugState::kNotABlock;
 }
 
@@ -68,9 +69,9 @@ bool debug_find_overwrite(const void* user, int64_t* offset) {
   return false;
 }
 
-void debug_mark_freed(void* user, uint64_t secret) {
+void debug_mark_freed(void* user, uint64_t secret, uintptr_t origin) {
   DebugHeader* h = debug_header(user);
-  h->state = state_word(kFreed, h, secret);
+  h->state = state_word(kFreed, h, secret, origin);
   std::memset(user, kDebugFreedByte, h->size);
 }
 

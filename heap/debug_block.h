@@ -60,13 +60,16 @@ struct DebugLayout {
 bool debug_layout(size_t size, size_t align, DebugLayout* out);
 
 // Lays out a block in `raw` (of layout `l`): header, guards; returns the
-// user's bytes. The block is live.
-void* debug_format(void* raw, const DebugLayout& l, size_t size, const DebugSite& site, uint64_t secret);
+// user's bytes. The block is live. `origin`: what the state word measures
+// the header's address from: 0 in a private heap, the region's data start
+// in a shared one (other processes map it elsewhere).
+void* debug_format(void* raw, const DebugLayout& l, size_t size, const DebugSite& site, uint64_t secret,
+                   uintptr_t origin = 0);
 
 enum class DebugState { kLive, kFreed, kNotABlock };
 // What the header before `user` says. REQUIRES: the kDebugHeadBytes before
 // user are readable (the caller knows user is inside its heap).
-DebugState debug_state(const void* user, uint64_t secret);
+DebugState debug_state(const void* user, uint64_t secret, uintptr_t origin = 0);
 
 // The first guard byte (front or back) that was overwritten, as an offset
 // from `user` (negative: before it); false if the guards are intact.
@@ -74,7 +77,7 @@ DebugState debug_state(const void* user, uint64_t secret);
 bool debug_find_overwrite(const void* user, int64_t* offset);
 
 // Marks a live block freed and fills the user's bytes with kDebugFreedByte.
-void debug_mark_freed(void* user, uint64_t secret);
+void debug_mark_freed(void* user, uint64_t secret, uintptr_t origin = 0);
 // The first byte of a freed block that is no longer kDebugFreedByte (a
 // write after free), as an offset from user; false if none.
 bool debug_find_write_after_free(const void* user, int64_t* offset);

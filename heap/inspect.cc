@@ -350,4 +350,37 @@ void* region_object_slot(const Region& r, const SizeClasses& classes, const void
   return object_start(r, classes, p, false);
 }
 
+void region_for_each_slot(const Region& r, const SizeClasses& classes, void (*fn)(void* context, char* start),
+                          void* context) {
+  uint32_t committed = r.committed_pages();
+  for (uint32_t i = 0; i < committed;) {
+    PageIndex p{i};
+    const BlockDesc& b = r.block(p);
+    PageDesc d = r.page(p);
+    uint32_t n = b.pages.value;
+    if (d.block != i || n == 0 || n > committed - i) {
+      ++i;  // not a block's start, or a length clients overwrote: step carefully
+      continue;
+    }
+    char* base = r.page_address(p);
+    if (d.kind == PageKind::kSegregated && d.cls >= classes.first_class() && d.cls <= classes.last_class()) {
+      const ClassInfo& c = classes.info(d.cls);
+      uint32_t bump = __atomic_load_n(&b.bump, __ATOMIC_ACQUIRE);
+      for (uint32_t off = 0; off + c.size <= bump && off + c.size <= c.end; off += c.size) fn(context, base + off);
+    } else if (d.kind == PageKind::kLarge && __atomic_load_n(&b.end, __ATOMIC_ACQUIRE) != 0) {
+      uint64_t bytes = uint64_t{r.header->params.large_block_pages} << kPageShift;
+      if (n * kPageSize < bytes) bytes = uint64_t{n} << kPageShift;
+      for (uint64_t o = 0; o + sizeof(ChunkHeader) <= bytes;) {
+        auto* c = reinterpret_cast<const ChunkHeader*>(base + o);
+        if (c->size == 0 || c->size % kChunkAlign != 0 || c->size > bytes - o) break;
+        if (chunk_state_is_live(chunk_state(c))) fn(context, base + o + sizeof(ChunkHeader));
+        o += c->size;
+      }
+    } else if (d.kind == PageKind::kHuge && b.owner_word.load(std::memory_order_acquire) == 0) {
+      fn(context, base);
+    }
+    i += n;
+  }
+}
+
 }  // namespace memd::heap

@@ -36,4 +36,13 @@ void* region_object_start(const Region& r, const SizeClasses& classes, const voi
 // debug method's header).
 void* region_object_slot(const Region& r, const SizeClasses& classes, const void* p);
 
+// Calls fn(context, start) for each object slot that may hold a live object:
+// every slot a segregated block has handed out (live or since freed: the
+// caller tells them apart by what it wrote there), every busy chunk of a
+// large block, every live huge run. For the debug method's check of all its
+// blocks in a shared region; exact only while the region is quiescent,
+// never unsafe.
+void region_for_each_slot(const Region& r, const SizeClasses& classes, void (*fn)(void* context, char* start),
+                          void* context);
+
 }  // namespace memd::heap

@@ -19,7 +19,9 @@ static_assert(v1::METHOD_UNSPECIFIED == 0);
 static_assert(v1::METHOD_BEST == static_cast<int>(Method::kBest));
 static_assert(v1::METHOD_POOL == static_cast<int>(Method::kPool));
 static_assert(v1::METHOD_LAST == static_cast<int>(Method::kLast));
-static_assert(v1::Method_MAX == static_cast<int>(Method::kLast), "a method on the wire only");
+static_assert(v1::METHOD_DEBUG == static_cast<int>(Method::kDebug));
+static_assert(v1::METHOD_PROFILE == static_cast<int>(Method::kProfile));
+static_assert(v1::Method_MAX == static_cast<int>(Method::kProfile), "a method on the wire only");
 
 inline v1::Discipline to_wire(Discipline d) { return static_cast<v1::Discipline>(d); }
 inline v1::Method to_wire(Method m) { return static_cast<v1::Method>(m); }

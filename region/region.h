@@ -56,6 +56,11 @@ enum class Method : uint32_t {
               // creation or clear), no per-object header, lock-free bitmaps
   kLast = 3,  // bump allocation: only the most recent object may be freed
               // or resized in place; clear() frees everything at once
+  kDebug = 4,    // best, with guards around each object checked at free,
+                 // resize and on demand, and reports naming the object, the
+                 // bad byte and the call sites (region/region_debug.cc)
+  kProfile = 5,  // best, counting bytes and objects per call site in the
+                 // region (heap/site_table.h), every process into one table
 };
 
 // The only place a number becomes a Discipline or a Method (a number from
@@ -64,7 +69,7 @@ enum class Method : uint32_t {
 // "unspecified" (Discipline{}, Method{}); a number that names none is nullopt.
 std::optional<Discipline> discipline_from_number(uint64_t n);
 std::optional<Method> method_from_number(uint64_t n);
-// "best", "pool", "last" ("unspecified" for Method{}); "shm", "file", "pmem"
+// "best", "pool", "last", "debug", "profile" ("unspecified" for Method{}); "shm", "file", "pmem"
 // ("?" for Discipline{}): for messages.
 const char* method_name(Method m);
 const char* discipline_name(Discipline d);
@@ -123,6 +128,9 @@ struct RootInfo {
 };
 
 class RegionImpl;
+namespace heap {
+struct SiteTable;
+}  // namespace heap
 namespace region {
 class LeaseChannel;
 class LeaseService;
@@ -203,6 +211,28 @@ class Region {
   // not the method's and stay. FAILED_PRECONDITION for best.
   absl::Status clear();
   MethodStats method_stats() const;
+
+  // The debug and profile methods (docs/methods.md). Their books are in the
+  // region: any process may free any object and the reports name the site
+  // that allocated it, in whichever process that was. Settings are this
+  // process's: `check_each_call` checks every block of the region at every
+  // call (Vmalloc's VM_DBCHECK; slow), `abort` aborts at the first error
+  // (VM_DBABORT).
+  struct DebugOptions {
+    bool check_each_call = false;
+    bool abort = false;
+  };
+  void set_debug_options(const DebugOptions& options);
+  // Debug: every call of this process that meets `address` reports it;
+  // false if the list (16) is full or the method is not debug.
+  bool watch(const void* address);
+  // Debug: reports each live object whose guards are overwritten (once per
+  // object, across processes); returns how many are overwritten now, or -1
+  // if the method is not debug.
+  int check_objects();
+  // Debug and profile: the per-site summary in the Vmalloc paper's form
+  // (what memdctl pprof reads) to `fd`. FAILED_PRECONDITION for other methods.
+  absl::Status write_profile(int fd) const;
 
   // Position independence: offsets are the same in every process.
   uint64_t offset_of(const void* p) const;
@@ -335,10 +365,21 @@ class Region {
   // The pool or last method's state (a reserved root), made by the first
   // process that asks; nullptr and errno.
   void* method_state() const;
-  void* method_alloc(size_t size, size_t align, bool zeroed) noexcept;
-  void method_free(void* p) noexcept;
-  void* method_resize(void* p, size_t size) noexcept;
+  // `caller`: the return address the debug and profile methods name when
+  // the caller set no site (region/call_site.h).
+  void* method_alloc(size_t size, size_t align, bool zeroed, const void* caller) noexcept;
+  void method_free(void* p, const void* caller) noexcept;
+  void* method_resize(void* p, size_t size, const void* caller) noexcept;
   size_t method_size(const void* p) const;
+  // region/region_debug.cc
+  heap::SiteTable* site_table() const;
+  void* debug_alloc(size_t size, size_t align, bool zeroed, const void* caller) noexcept;
+  void debug_free(void* p, const void* caller) noexcept;
+  void* debug_resize(void* p, size_t size, const void* caller) noexcept;
+  size_t debug_size(const void* p) const;
+  void* debug_addr(const void* p) const;
+  absl::Status debug_clear();
+  void debug_stats(MethodStats* out) const;
 
   std::unique_ptr<RegionImpl> impl_;
 };

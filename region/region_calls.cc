@@ -18,7 +18,7 @@ void* Region::alloc(size_t size) noexcept {
     errno = EROFS;
     return nullptr;
   }
-  if (impl_->method != Method::kBest) return method_alloc(size, 16, false);
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, false, __builtin_return_address(0));
   heap::ThreadHeap* h = impl_->thread_heap();
   void* p = h ? h->alloc(size) : nullptr;
   if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
@@ -34,7 +34,7 @@ void* Region::alloc_aligned(size_t size, size_t align) noexcept {
     errno = EROFS;
     return nullptr;
   }
-  if (impl_->method != Method::kBest) return method_alloc(size, align, false);
+  if (impl_->method != Method::kBest) return method_alloc(size, align, false, __builtin_return_address(0));
   heap::ThreadHeap* h = impl_->thread_heap();
   return h ? h->alloc_aligned(size, align) : nullptr;
 }
@@ -44,7 +44,7 @@ void* Region::alloc_zeroed(size_t size) noexcept {
     errno = EROFS;
     return nullptr;
   }
-  if (impl_->method != Method::kBest) return method_alloc(size, 16, true);
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, true, __builtin_return_address(0));
   heap::ThreadHeap* h = impl_->thread_heap();
   return h ? h->alloc_zeroed(size) : nullptr;
 }
@@ -59,13 +59,17 @@ void Region::free(void* p) noexcept {
     errno = EPERM;
     return;
   }
+  // The debug and profile methods report a bad pointer in their own form.
+  if (impl_->method == Method::kDebug || impl_->method == Method::kProfile) {
+    return method_free(p, __builtin_return_address(0));
+  }
   if (!contains(p)) {
     impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
     region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Region::free", p,
                               __builtin_return_address(0));
     return;
   }
-  if (impl_->method != Method::kBest) return method_free(p);
+  if (impl_->method != Method::kBest) return method_free(p, __builtin_return_address(0));
   heap::FreeStatus s = region::thread_heap_or_stranger(impl_->handle)->free(p);
   if (s != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
@@ -83,7 +87,7 @@ void* Region::resize(void* p, size_t size) noexcept {
   }
   heap::ThreadHeap* h = impl_->read_only ? nullptr : impl_->thread_heap();
   if (h == nullptr) return nullptr;
-  if (impl_->method != Method::kBest) return method_resize(p, size);
+  if (impl_->method != Method::kBest) return method_resize(p, size, __builtin_return_address(0));
   if (!contains(p) || h->validate(p) != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, "resize of a pointer that is not a live object");
     errno = EINVAL;
@@ -101,6 +105,7 @@ size_t Region::size(const void* p) const {
 
 void* Region::addr(const void* p) const {
   if (!contains(p) || !impl_->registered) return nullptr;
+  if (impl_->method == Method::kDebug || impl_->method == Method::kProfile) return debug_addr(p);
   if (impl_->method != Method::kBest) return method_size(p) != 0 ? const_cast<void*>(p) : nullptr;
   return heap::region_object_start(impl_->region, *impl_->classes, p);
 }
@@ -238,6 +243,8 @@ std::optional<Method> method_from_number(uint64_t n) {
     case static_cast<uint32_t>(Method::kBest): return Method::kBest;
     case static_cast<uint32_t>(Method::kPool): return Method::kPool;
     case static_cast<uint32_t>(Method::kLast): return Method::kLast;
+    case static_cast<uint32_t>(Method::kDebug): return Method::kDebug;
+    case static_cast<uint32_t>(Method::kProfile): return Method::kProfile;
     default: return std::nullopt;
   }
 }
@@ -247,6 +254,8 @@ const char* method_name(Method m) {
     case Method::kBest: return "best";
     case Method::kPool: return "pool";
     case Method::kLast: return "last";
+    case Method::kDebug: return "debug";
+    case Method::kProfile: return "profile";
   }
   return "unspecified";
 }

@@ -55,6 +55,13 @@ class RegionImpl {
   region::ArenaHandle handle{};
   bool registered = false;
 
+  // The debug method's settings in this process (Region::set_debug_options,
+  // Region::watch).
+  Region::DebugOptions debug_options;
+  static constexpr int kMaxWatches = 16;
+  std::atomic<uintptr_t> watches[kMaxWatches] = {};
+  std::atomic<int> watch_count{0};
+
   RegionEventHandler handler = nullptr;
   void* handler_context = nullptr;
 

@@ -1,6 +1,6 @@
 // memd::Region's pool and last methods (Vmalloc's Vmpool and Vmlast): the
 // data-plane calls of a region whose method is not best, its clear and its
-// statistics. The algorithms are heap/pool_method and heap/last_method; their
+// statistics (debug and profile go on to region_debug.cc). The algorithms are heap/pool_method and heap/last_method; their
 // state is a reserved root ("memd:pool", "memd:last") that the first process
 // to allocate makes, so it lives and persists with the region.
 #include <cerrno>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "heap/last_method.h"
 #include "heap/pool_method.h"
+#include "heap/site_table.h"
 #include "region/diag.h"
 #include "region/region.h"
 #include "region/region_impl.h"
@@ -17,8 +18,15 @@
 namespace memd {
 namespace {
 
-const char* state_root_name(Method m) { return m == Method::kPool ? "memd:pool" : "memd:last"; }
-const char* state_type_name(Method m) { return m == Method::kPool ? "memd::heap::PoolState" : "memd::heap::LastState"; }
+bool books_in_site_table(Method m) { return m == Method::kDebug || m == Method::kProfile; }
+const char* state_root_name(Method m) {
+  return m == Method::kPool ? "memd:pool" : m == Method::kLast ? "memd:last" : "memd:sites";
+}
+const char* state_type_name(Method m) {
+  return m == Method::kPool   ? "memd::heap::PoolState"
+         : m == Method::kLast ? "memd::heap::LastState"
+                              : "memd::heap::SiteTable";
+}
 
 // The calling thread's pool cache; nullptr for a thread without a heap of
 // its own (the stranger heap is shared by such threads).
@@ -42,11 +50,14 @@ void* Region::method_state() const {
   void* s = find_root(name, type, true);  // takes no lock
   if (s == nullptr && !impl_->read_only) {
     auto* self = const_cast<Region*>(this);
-    size_t bytes = m == Method::kPool ? sizeof(heap::PoolState) : sizeof(heap::LastState);
+    size_t bytes = m == Method::kPool   ? sizeof(heap::PoolState)
+                   : m == Method::kLast ? sizeof(heap::LastState)
+                                        : sizeof(heap::SiteTable);
     auto [mem, construct] = self->reserve_root(name, bytes, 64, type, true);
     if (mem != nullptr && construct) {
       if (m == Method::kPool) new (mem) heap::PoolState{};
-      else new (mem) heap::LastState{};
+      else if (m == Method::kLast) new (mem) heap::LastState{};
+      else new (mem) heap::SiteTable{};
       self->publish_root(name, true);
     }
     s = mem;
@@ -60,9 +71,10 @@ void Region::free_root_object(void* p) { (void)region::thread_heap_or_stranger(i
 
 absl::Status Region::clear() {
   if (impl_->method == Method::kBest) {
-    return absl::FailedPreconditionError(absl::StrCat(impl_->name, ": clear is for the pool and last methods; ",
-                                                      "this region's method is best"));
+    return absl::FailedPreconditionError(absl::StrCat(impl_->name, ": clear is for the pool, last, debug and ",
+                                                      "profile methods; this region's method is best"));
   }
+  if (books_in_site_table(impl_->method)) return debug_clear();
   if (impl_->read_only) return absl::FailedPreconditionError(absl::StrCat(impl_->name, ": attached read-only"));
   if (!impl_->registered) {
     return absl::FailedPreconditionError(absl::StrCat(impl_->name, ": this process does not allocate here"));
@@ -79,6 +91,10 @@ MethodStats Region::method_stats() const {
   MethodStats out;
   out.method = impl_->method;
   if (impl_->method == Method::kBest) return out;
+  if (books_in_site_table(impl_->method)) {
+    debug_stats(&out);
+    return out;
+  }
   // Before the first allocation there is no state, and nothing to count.
   void* s = impl_->method_state.load(std::memory_order_acquire);
   if (s == nullptr) s = find_root(state_root_name(impl_->method), type_hash(state_type_name(impl_->method)), true);
@@ -104,7 +120,8 @@ MethodStats Region::method_stats() const {
 
 // --- the data plane of pool and last (region_calls.cc sends them here) ---
 
-void* Region::method_alloc(size_t size, size_t align, bool zeroed) noexcept {
+void* Region::method_alloc(size_t size, size_t align, bool zeroed, const void* caller) noexcept {
+  if (books_in_site_table(impl_->method)) return debug_alloc(size, align, zeroed, caller);
   void* s = impl_->method_state.load(std::memory_order_acquire);
   if (s == nullptr) s = method_state();
   if (s == nullptr) return nullptr;
@@ -128,7 +145,8 @@ void* Region::method_alloc(size_t size, size_t align, bool zeroed) noexcept {
   return p;
 }
 
-void Region::method_free(void* p) noexcept {
+void Region::method_free(void* p, const void* caller) noexcept {
+  if (books_in_site_table(impl_->method)) return debug_free(p, caller);
   void* s = impl_->method_state.load(std::memory_order_acquire);
   if (s == nullptr) s = method_state();
   if (s == nullptr) return;
@@ -142,7 +160,8 @@ void Region::method_free(void* p) noexcept {
                             "memd::Region::free", p, __builtin_return_address(0));
 }
 
-void* Region::method_resize(void* p, size_t size) noexcept {
+void* Region::method_resize(void* p, size_t size, const void* caller) noexcept {
+  if (books_in_site_table(impl_->method)) return debug_resize(p, size, caller);
   void* s = impl_->method_state.load(std::memory_order_acquire);
   if (s == nullptr) s = method_state();
   if (s == nullptr) return nullptr;
@@ -165,6 +184,7 @@ void* Region::method_resize(void* p, size_t size) noexcept {
 }
 
 size_t Region::method_size(const void* p) const {
+  if (books_in_site_table(impl_->method)) return debug_size(p);
   void* s = impl_->method_state.load(std::memory_order_acquire);
   if (s == nullptr) s = method_state();
   if (s == nullptr) return 0;

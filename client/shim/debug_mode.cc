@@ -11,7 +11,7 @@
 
 #include "absl/debugging/stacktrace.h"
 #include "client/debug_method.h"
-#include "client/profile_sites.h"
+#include "region/profile_sites.h"
 #include "client/shim/bootstrap_heap.h"
 #include "region/diag.h"
 
@@ -29,7 +29,7 @@ struct Settings : DebugSettings {
 };
 
 constinit DebugMethod method;
-constinit ProfileSites profile;  // with Settings::profile, under the method's lock
+constinit region::ProfileSites profile;  // with Settings::profile, under the method's lock
 constinit memd_daemon_heap calls{};
 constinit int profile_fd = -1;
 

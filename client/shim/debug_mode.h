@@ -26,7 +26,7 @@
 // The profile method (Vmprofile: VMPROFILE=file, or MEMD_METHOD=profile with
 // MEMD_PROFILE=file, default stderr) runs on the same blocks, without the
 // guards' checks and the quarantine: it counts what each call site
-// allocated and freed (client/profile_sites.h) and writes the summary at exit.
+// allocated and freed (region/profile_sites.h) and writes the summary at exit.
 // VMDEBUG and VMPROFILE together run both.
 //
 // VMTRACE=file (or MEMD_TRACE=file), with any of these or alone, appends a

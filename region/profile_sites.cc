@@ -1,11 +1,11 @@
-#include "client/profile_sites.h"
+#include "region/profile_sites.h"
 
 #include <cstring>
 
-#include "client/site_text.h"
+#include "region/site_text.h"
 #include "region/report_line.h"
 
-namespace memd::client {
+namespace memd::region {
 namespace {
 
 using region::Line;
@@ -65,9 +65,33 @@ uint32_t ProfileSites::index_of(const heap::DebugSite& site) {
       ++entries_;
       return i;
     }
-    if (same(e.site, site)) return i;
+    if (e.pc_text == nullptr && same(e.site, site)) return i;
   }
   return kOther;
+}
+
+uint32_t ProfileSites::index_of_pc_text(const char* pc_text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char* c = pc_text; *c != '\0'; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+  uint32_t i = static_cast<uint32_t>(h ^ (h >> 32)) & (kSlots - 1);
+  for (uint32_t probes = 0; probes < kSlots; ++probes, i = (i + 1) & (kSlots - 1)) {
+    Entry& e = table_[i];
+    if (!e.used) {
+      if (entries_ >= kSlots / 2) return kOther;
+      e.used = true;
+      e.site = heap::DebugSite{};
+      e.pc_text = pc_text;
+      ++entries_;
+      return i;
+    }
+    if (e.site.file == nullptr && e.pc_text != nullptr && std::strcmp(e.pc_text, pc_text) == 0) return i;
+  }
+  return kOther;
+}
+
+void ProfileSites::add_site_counts(uint32_t index, const SiteCounts& counts) {
+  table_[index].counts.add(counts);
+  total_.add(counts);
 }
 
 void ProfileSites::allocated(uint32_t index, uint64_t bytes) {
@@ -163,7 +187,14 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
     for (uint32_t i = 0; i < kSlots; ++i) {
       const Entry& e = table_[i];
       if (!e.used || e.site.file != nullptr) continue;
-      write_site_line(fd, [&](Line& k) { k.add("pc="), add_code_address(k, e.site.pc); }, region, e.counts);
+      write_site_line(
+          fd,
+          [&](Line& k) {
+            k.add("pc=");
+            if (e.pc_text != nullptr) k.add(e.pc_text);
+            else add_code_address(k, e.site.pc);
+          },
+          region, e.counts);
     }
   }
   const SiteCounts& other = table_[kOther].counts;
@@ -180,4 +211,4 @@ void ProfileSites::write_summary(int fd, const char* region, uint64_t extent) co
   }
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

@@ -1,10 +1,10 @@
-#include "client/site_text.h"
+#include "region/site_text.h"
 
 #include <dlfcn.h>
 
 #include <cstdint>
 
-namespace memd::client {
+namespace memd::region {
 
 void add_code_address(region::Line& l, const void* pc) {
   Dl_info info;
@@ -27,4 +27,4 @@ void add_site(region::Line& l, const heap::DebugSite& site) {
   l.add_decimal(site.line);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

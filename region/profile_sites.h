@@ -21,7 +21,7 @@
 
 #include "heap/debug_block.h"
 
-namespace memd::client {
+namespace memd::region {
 
 struct SiteCounts {
   uint64_t n_alloc = 0, n_free = 0, s_alloc = 0, s_free = 0;
@@ -42,12 +42,21 @@ class ProfileSites {
   void allocated(uint32_t index, uint64_t bytes);
   void freed(uint32_t index, uint64_t bytes);
 
+  // For a summary of counts kept elsewhere (a shared region's site table,
+  // heap/site_table.h): the entry of a site whose return address another
+  // process already turned into text (`pc_text`, kept, printed as it is),
+  // counts added whole, and the bytes in use now and at most.
+  uint32_t index_of_pc_text(const char* pc_text);
+  void add_site_counts(uint32_t index, const SiteCounts& counts);
+  void set_busy(uint64_t busy, uint64_t max_busy) { busy_ = busy, max_busy_ = max_busy; }
+
   // Writes the summary to fd; `extent` is the bytes the heap holds.
   void write_summary(int fd, const char* region, uint64_t extent) const;
 
  private:
   struct Entry {
     heap::DebugSite site;
+    const char* pc_text = nullptr;  // names the site instead of site.pc
     bool used = false;
     SiteCounts counts;
   };
@@ -57,4 +66,4 @@ class ProfileSites {
   Entry table_[kSlots + 1];
 };
 
-}  // namespace memd::client
+}  // namespace memd::region

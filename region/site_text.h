@@ -6,9 +6,9 @@
 #include "heap/debug_block.h"
 #include "region/report_line.h"
 
-namespace memd::client {
+namespace memd::region {
 
 void add_code_address(region::Line& l, const void* pc);
 void add_site(region::Line& l, const heap::DebugSite& site);
 
-}  // namespace memd::client
+}  // namespace memd::region
