@@ -12,6 +12,7 @@
 // goes back to the heap at once: a quarantine in one process would hold
 // memory other processes cannot see, and leak it when that process dies. A
 // second free is still told from a stray pointer by the heap's own books.
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +91,12 @@ void add_table_site(Line& l, const heap::SiteTable* t, uint32_t flags) {
     l.add("(unknown)");
     return;
   }
-  l.add(text);
+  // Another process may be writing the slot: at most its bytes, however
+  // they end.
+  char copy[sizeof(heap::SharedSite::text)];
+  std::memcpy(copy, text, sizeof copy - 1);
+  copy[sizeof copy - 1] = '\0';
+  l.add(copy);
   if (!is_pc) {
     l.add(",");
     l.add_decimal(line);
@@ -119,7 +125,15 @@ static DebugState classify(const RegionImpl& impl, const void* p) {
       c - impl.region.data < static_cast<ptrdiff_t>(heap::kDebugHeadBytes)) {
     return DebugState::kNotABlock;
   }
-  return heap::debug_state(p, secret_of(impl), origin_of(impl));
+  DebugState state = heap::debug_state(p, secret_of(impl), origin_of(impl));
+  // A header any process of the region can write: its size must keep the
+  // back guard inside the region before anything reads there.
+  uint64_t size = heap::debug_header(p)->size;
+  uint64_t room = static_cast<uint64_t>(impl.region.data + impl.region.data_bytes - c);
+  if (state != DebugState::kNotABlock && (size > room || room - size < heap::kDebugGuardBytes)) {
+    return DebugState::kNotABlock;
+  }
+  return state;
 }
 
 heap::SiteTable* Region::site_table() const {
@@ -365,6 +379,9 @@ absl::Status Region::write_profile(int fd) const {
   // The summary's form is the private method's (region/profile_sites.h):
   // the shared table's counts are copied into one.
   auto sites = std::make_unique<region::ProfileSites>();
+  // The names copied out (the summary keeps pointers to them), each ended
+  // within its slot whatever another process wrote there.
+  std::vector<std::array<char, sizeof(heap::SharedSite::text)>> names(heap::SiteTable::kSlots);
   auto counts_of = [](const heap::SharedSiteCounts& c) {
     region::SiteCounts s;
     s.n_alloc = c.n_alloc.load(), s.n_free = c.n_free.load(), s.s_alloc = c.s_alloc.load(), s.s_free = c.s_free.load();
@@ -376,7 +393,10 @@ absl::Status Region::write_profile(int fd) const {
     bool is_pc;
     uint32_t index = region::ProfileSites::kOther;
     if (heap::site_name(*t, i, &text, &line, &is_pc)) {
-      index = is_pc ? sites->index_of_pc_text(text) : sites->index_of(DebugSite{text, line, nullptr});
+      std::memcpy(names[i].data(), text, names[i].size() - 1);
+      names[i].back() = '\0';
+      const char* name = names[i].data();
+      index = is_pc ? sites->index_of_pc_text(name) : sites->index_of(DebugSite{name, line, nullptr});
     } else if (i < heap::SiteTable::kSlots && t->slot[i].key.load() == 0) {
       continue;
     }

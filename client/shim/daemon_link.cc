@@ -11,6 +11,7 @@
 
 #include "client/daemon_client.h"
 #include "client/daemon_connection.h"
+#include "region/call_site.h"
 #include "region/options.h"
 #include "region/region.h"
 
@@ -19,15 +20,49 @@ namespace {
 memd::Client* client = nullptr;
 memd::Region* region = nullptr;
 
-void* link_alloc(size_t size) { return region->alloc(size); }
-void* link_alloc_aligned(size_t size, size_t align) { return region->alloc_aligned(size, align); }
-void* link_alloc_zeroed(size_t size) { return region->alloc_zeroed(size); }
-void* link_resize(void* p, size_t size) { return region->resize(p, size); }
+// The site the shim gave for this thread's next call (debug and profile
+// regions only), applied to that call and dropped.
+thread_local memd::heap::DebugSite tl_site;
+thread_local bool tl_has_site = false;
+
+template <class Call>
+auto at_site(Call call) {
+  if (!tl_has_site) return call();
+  tl_has_site = false;
+  memd::region::CallSiteScope at(tl_site);
+  return call();
+}
+
+void* link_alloc(size_t size) {
+  return at_site([&] { return region->alloc(size); });
+}
+void* link_alloc_aligned(size_t size, size_t align) {
+  return at_site([&] { return region->alloc_aligned(size, align); });
+}
+void* link_alloc_zeroed(size_t size) {
+  return at_site([&] { return region->alloc_zeroed(size); });
+}
+void* link_resize(void* p, size_t size) {
+  return at_site([&] { return region->resize(p, size); });
+}
 int link_free(void* p) {
   if (!region->contains(p)) return 0;
-  region->free(p);
+  at_site([&] { region->free(p); return 0; });
   return 1;
 }
+// A debug or profile region judges every pointer the shim's own heaps do
+// not hold: a free of anything else is its "unallocated block" report.
+int link_free_any(void* p) {
+  at_site([&] { region->free(p); return 0; });
+  return 1;
+}
+int link_contains_any(const void*) { return 1; }
+void link_set_site(const char* file, unsigned line, const void* pc) {
+  tl_site = memd::heap::DebugSite{file, line, pc};
+  tl_has_site = true;
+}
+int link_check_objects() { return region->check_objects(); }
+void link_write_profile(int fd) { (void)region->write_profile(fd); }
 size_t link_usable_size(const void* p) { return region->size(p); }
 int link_contains(const void* p) { return region->contains(p) ? 1 : 0; }
 void link_trim() { region->compact(); }
@@ -80,6 +115,11 @@ extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
   if (!c.ok()) return fail(c.status());
   memd::OpenOptions o;
   o.discipline = memd::Discipline::kShm;
+  if (hooks->method != 0) {
+    std::optional<memd::Method> m = memd::method_from_number(static_cast<uint64_t>(hooks->method));
+    if (!m) return fail(absl::InvalidArgumentError("no such method"));
+    o.method = *m;
+  }
   o.any_discipline = true;  // an existing region as it is; a new one in shared memory
   if (const char* mb = std::getenv("MEMD_REGION_MB"); mb != nullptr && *mb != '\0') {
     o.max_bytes = size_t{std::strtoull(mb, nullptr, 10)} << 20;
@@ -105,6 +145,18 @@ extern "C" __attribute__((visibility("default"))) int memd_daemon_link_open(
   heap->contains = link_contains;
   heap->trim = link_trim;
   heap->fork_child = link_fork_child;
+  heap->set_site = nullptr;
+  heap->check_objects = nullptr;
+  heap->write_profile = nullptr;
+  if (region->method() == memd::Method::kDebug || region->method() == memd::Method::kProfile) {
+    region->set_debug_options({hooks->debug_check != 0, hooks->debug_abort != 0});
+    for (int i = 0; i < hooks->watches; ++i) (void)region->watch(reinterpret_cast<const void*>(hooks->watch[i]));
+    heap->free = link_free_any;
+    heap->contains = link_contains_any;
+    heap->set_site = link_set_site;
+    heap->check_objects = link_check_objects;
+    heap->write_profile = link_write_profile;
+  }
   hooks->leave_private();
   return 0;
 }

@@ -24,6 +24,12 @@ struct memd_daemon_link_hooks {
   void (*leave_private)(void);
   /* The shim's process-heap telemetry, reported by the link; NULL: none. */
   const struct memd_shim_telemetry* telemetry;
+  /* The method to ask the region for (memd_region.h's numbers; 0: the
+   * region's own), and the debug method's settings in this process. */
+  int method;
+  int debug_check, debug_abort;
+  const uintptr_t* watch;
+  int watches;
 };
 
 /* The shim's side of telemetry: its process heap's counters and sampled
@@ -49,6 +55,12 @@ struct memd_daemon_heap {
   /* In a forked child: makes the region's mapping private copy-on-write, as
    * fork makes the rest of memory. 0 on success. No allocation. */
   int (*fork_child)(void);
+  /* A region of the debug or profile method (else all three NULL): the
+   * site the calling thread's next call is made for, the check of every
+   * object, and the profile summary. */
+  void (*set_site)(const char* file, unsigned line, const void* pc);
+  int (*check_objects)(void);
+  void (*write_profile)(int fd);
 };
 
 /* Connects to memd ($MEMD_SOCKET or the default socket) and opens (creating

@@ -100,6 +100,33 @@ void* load_link(char* error, size_t error_size) {
   return lib;
 }
 
+// --- a region of the debug or profile method: each call names its site ---
+
+RegionMethodWish wish;
+memd_daemon_heap site_calls;
+
+void give_site() {
+  heap::DebugSite s = program_call_site();
+  heap_storage.set_site(s.file, s.line, s.pc);
+}
+void* site_alloc(size_t n) { return give_site(), heap_storage.alloc(n); }
+void* site_alloc_aligned(size_t n, size_t align) { return give_site(), heap_storage.alloc_aligned(n, align); }
+void* site_alloc_zeroed(size_t n) { return give_site(), heap_storage.alloc_zeroed(n); }
+void* site_resize(void* p, size_t n) { return give_site(), heap_storage.resize(p, n); }
+int site_free(void* p) { return give_site(), heap_storage.free(p); }
+
+// At exit, as the private debug method does: the objects never freed are
+// checked (a leaked object's overwrite is otherwise never seen) and the
+// profile written; both are the region's, every process's so far.
+__attribute__((destructor)) void region_method_at_exit() {
+  if (redirect_heap.load(std::memory_order_acquire) != &site_calls || forked_child) return;
+  // What the summary allocates is not the program's: the process heap's.
+  enter_private();
+  if (wish.profile_fd >= 0) heap_storage.write_profile(wish.profile_fd);
+  if (wish.method == 4) (void)heap_storage.check_objects();
+  leave_private();
+}
+
 // MEMD_TELEMETRY=1 without a region: the process heap's telemetry only.
 void start_reporting(memd_daemon_link_hooks* hooks) {
   char error[512] = "";
@@ -123,19 +150,21 @@ __attribute__((constructor)) void start_daemon_mode() {
   bool daemon_mode = region != nullptr && *region != '\0';
   region::TelemetrySettings env = region::telemetry_settings();
   bool report = telemetry_wanted(env, daemon_mode);
-  memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr};
+  memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr, 0, 0, 0, nullptr, 0};
   if (report) telemetry::enable_sampling(sample_bytes(env));
   if (!daemon_mode) {
     if (const memd_daemon_heap* debug = debug_heap_if_wanted()) redirect_heap.store(debug, std::memory_order_release);
     if (report) start_reporting(&hooks);
     return;
   }
-  if (const char* m = std::getenv("MEMD_METHOD");
-      std::getenv("VMDEBUG") != nullptr || std::getenv("VMPROFILE") != nullptr ||
-      (m != nullptr && *m != '\0' && std::strcmp(m, "best") != 0)) {
-    say("VMDEBUG, VMPROFILE and MEMD_METHOD are not applied with MEMD_REGION yet: ",
-        "the region runs its own method", "");
-  }
+  // VMDEBUG, VMPROFILE, VMETHOD and MEMD_METHOD ask the region for its method.
+  wish = region_method_wish();
+  if (wish.trace) say("VMTRACE and MEMD_TRACE are not applied with MEMD_REGION: ", "no trace is written", "");
+  hooks.method = wish.method;
+  hooks.debug_check = wish.check ? 1 : 0;
+  hooks.debug_abort = wish.abort ? 1 : 0;
+  hooks.watch = wish.watch;
+  hooks.watches = wish.watches;
   bool required = std::getenv("MEMD_REGION_REQUIRED") != nullptr;
   enter_private();
   char error[512] = "";
@@ -156,6 +185,16 @@ __attribute__((constructor)) void start_daemon_mode() {
     return;
   }
   pthread_atfork(nullptr, nullptr, child_after_fork);
+  if (heap_storage.set_site != nullptr) {
+    site_calls = heap_storage;
+    site_calls.alloc = site_alloc;
+    site_calls.alloc_aligned = site_alloc_aligned;
+    site_calls.alloc_zeroed = site_alloc_zeroed;
+    site_calls.resize = site_resize;
+    site_calls.free = site_free;
+    redirect_heap.store(&site_calls, std::memory_order_release);
+    return;
+  }
   redirect_heap.store(&heap_storage, std::memory_order_release);
 }
 

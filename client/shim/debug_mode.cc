@@ -235,7 +235,7 @@ bool start() {
   }
   profile_fd = s.profile_fd;
   calls = memd_daemon_heap{debug_alloc, debug_alloc_aligned, debug_alloc_zeroed, debug_resize, debug_free,
-                           debug_usable_size, debug_contains, debug_trim, debug_fork_child};
+                           debug_usable_size, debug_contains, debug_trim, debug_fork_child, nullptr, nullptr, nullptr};
   pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
   return true;
 }
@@ -253,6 +253,21 @@ __attribute__((destructor)) void check_at_exit() {
 }
 
 }  // namespace
+
+RegionMethodWish region_method_wish() {
+  Settings s;
+  RegionMethodWish w;
+  (void)wanted(&s);
+  w.method = s.debug ? 4 : s.profile_fd >= 0 ? 5 : 0;  // MEMD_DEBUG, MEMD_PROFILE
+  w.check = s.check, w.abort = s.abort;
+  w.watches = s.watches;
+  for (int i = 0; i < s.watches; ++i) w.watch[i] = s.watch[i];
+  w.profile_fd = s.profile_fd;
+  w.trace = s.trace_fd >= 0;
+  return w;
+}
+
+heap::DebugSite program_call_site() { return take_site(); }
 
 const memd_daemon_heap* debug_heap_if_wanted() {
   static bool on = [] {

@@ -33,7 +33,10 @@
 // line per call to the file (docs/trace.md).
 #pragma once
 
+#include <cstdint>
+
 #include "client/shim/daemon_link.h"
+#include "heap/debug_block.h"
 
 namespace memd::client::shim {
 
@@ -41,5 +44,23 @@ namespace memd::client::shim {
 // same calls as a daemon region's heap), if the environment asks for the
 // method; else nullptr. Reads the environment once; creates the heap on the first call.
 const memd_daemon_heap* debug_heap_if_wanted();
+
+// With MEMD_REGION, the same variables ask the region for the method
+// instead (its books are then the region's, region/region_debug.cc): what
+// they ask for. `method` 0: nothing (the region's own method); else
+// memd_region.h's MEMD_DEBUG or MEMD_PROFILE. Reads the environment.
+struct RegionMethodWish {
+  int method = 0;
+  bool check = false, abort = false;
+  uintptr_t watch[16] = {};
+  int watches = 0;
+  int profile_fd = -1;  // where the summary goes at exit; -1: nowhere
+  bool trace = false;   // VMTRACE asked for: not done in a region (said)
+};
+RegionMethodWish region_method_wish();
+
+// The site of the program's call now being served: what it recorded
+// (memd_debug.h), else the first return address outside the shim.
+heap::DebugSite program_call_site();
 
 }  // namespace memd::client::shim

@@ -1,9 +1,13 @@
-// Regions of the pool and last methods through the real daemon: made by an
-// OpenRegion that names the method, shared by the processes that open it,
-// refused (naming both methods) to a client that asks for another, and kept
-// with their method and objects across a restart of the daemon.
+// Regions of the pool, last, debug and profile methods through the real
+// daemon: made by an OpenRegion that names the method, shared by the
+// processes that open it, refused (naming both methods) to a client that
+// asks for another, and kept with their method, objects and books across a
+// restart of the daemon.
 #include <gtest/gtest.h>
+#include <cstdio>
 #include <set>
+
+#include "region/call_site.h"
 
 #include "tests/daemon/raw_session.h"
 #include "tests/daemon/test_util.h"
@@ -114,6 +118,77 @@ TEST(DaemonMethods, ALastRegionIsClearedByAnotherClient) {
   }
   EXPECT_EQ((*r)->method_stats().chunks, 0u);
   EXPECT_NE((*r)->alloc(100), nullptr);
+}
+
+TEST(DaemonMethods, ADebugRegionReportsInOneClientWhatAnotherAllocated) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::unique_ptr<Client> a = connect_to(d), b = connect_to(d);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  OpenOptions o = region_options();
+  o.method = Method::kDebug;
+  auto ra = a->open("checked", o);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  auto rb = b->open("checked", region_options());
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ((*rb)->method(), Method::kDebug);
+  char* p;
+  {
+    region::CallSiteScope at(heap::DebugSite{"writer.c", 41, nullptr});
+    p = static_cast<char*>((*ra)->alloc(30));
+  }
+  ASSERT_NE(p, nullptr);
+  p[30] = '!';
+  void* in_b = (*rb)->at((*ra)->offset_of(p));
+  ::testing::internal::CaptureStderr();
+  {
+    region::CallSiteScope at(heap::DebugSite{"reader.c", 7, nullptr});
+    (*rb)->free(in_b);
+    (*rb)->free(in_b);
+  }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(":bad byte at=30:allocated at=writer.c,41:detected at=reader.c,7:"), std::string::npos) << err;
+  EXPECT_NE(err.find(":already freed:detected at=reader.c,7:"), std::string::npos) << err;
+  EXPECT_EQ((*ra)->method_stats().live_objects, 0u);
+}
+
+TEST(DaemonMethods, AProfileRegionKeepsItsBooksAcrossARestart) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  {
+    std::unique_ptr<Client> c = connect_to(d);
+    ASSERT_NE(c, nullptr);
+    OpenOptions o = region_options(Discipline::kFile);
+    o.method = Method::kProfile;
+    auto r = c->open("counted", o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    region::CallSiteScope at(heap::DebugSite{"before.c", 3, nullptr});
+    for (int i = 0; i < 100; ++i) ASSERT_NE((*r)->alloc(64), nullptr);
+  }
+  EXPECT_EQ(d.stop(), 0);
+  d.start();
+  ASSERT_TRUE(d.running()) << d.log();
+  std::unique_ptr<Client> c = connect_to(d);
+  ASSERT_NE(c, nullptr);
+  auto r = c->open("counted", region_options(Discipline::kFile));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->method(), Method::kProfile);
+  {
+    region::CallSiteScope at(heap::DebugSite{"after.c", 9, nullptr});
+    (*r)->free((*r)->alloc(1000));
+  }
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE((*r)->write_profile(fileno(f)).ok());
+  std::rewind(f);
+  std::string text(8192, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f));
+  std::fclose(f);
+  EXPECT_EQ(text.find("ALLOCATION USAGE SUMMARY:n_alloc=101:n_free=1:s_alloc=7400:s_free=1000:\n"), 0u) << text;
+  EXPECT_NE(text.find("file=before.c:n_alloc=100:n_free=0:s_alloc=6400:s_free=0:"), std::string::npos) << text;
+  EXPECT_NE(text.find("file=after.c:n_alloc=1:n_free=1:s_alloc=1000:s_free=1000:"), std::string::npos) << text;
+  EXPECT_EQ((*r)->method_stats().live_objects, 100u);
 }
 
 }  // namespace
