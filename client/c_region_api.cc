@@ -5,6 +5,7 @@
 
 #include "client/memd_region.h"
 #include "client/status_errno.h"
+#include "region/call_site.h"
 #include "region/region.h"
 
 namespace {
@@ -49,6 +50,10 @@ std::optional<memd::Discipline> discipline_of(int d) {
   std::optional<memd::Discipline> got = memd::discipline_from_number(static_cast<uint64_t>(d));
   if (got && *got == memd::Discipline{}) return std::nullopt;
   return got;
+}
+
+bool books_kept(const memd::Region* r) {
+  return r->method() == memd::Method::kDebug || r->method() == memd::Method::kProfile;
 }
 
 }  // namespace
@@ -116,9 +121,57 @@ int memd_region_method(memd_region* region) { return static_cast<int>(cast(regio
 int memd_region_clear(memd_region* region) { return result(cast(region)->clear()); }
 size_t memd_region_size(memd_region* region, const void* p) { return cast(region)->size(p); }
 
-void* memd_region_alloc(memd_region* region, size_t size) { return cast(region)->alloc(size); }
-void memd_region_free(memd_region* region, void* p) { cast(region)->free(p); }
-void* memd_region_resize(memd_region* region, void* p, size_t size) { return cast(region)->resize(p, size); }
+int memd_region_debug_flags(memd_region* region, int flags) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r) || (flags & ~(MEMD_DEBUG_CHECK | MEMD_DEBUG_ABORT)) != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  r->set_debug_options({(flags & MEMD_DEBUG_CHECK) != 0, (flags & MEMD_DEBUG_ABORT) != 0});
+  return 0;
+}
+
+int memd_region_watch(memd_region* region, const void* address) {
+  memd::Region* r = cast(region);
+  if (r->method() != memd::Method::kDebug) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (!r->watch(address)) {
+    errno = ENOSPC;
+    return -1;
+  }
+  return 0;
+}
+
+int memd_region_check_objects(memd_region* region) {
+  int n = cast(region)->check_objects();
+  if (n < 0) errno = EINVAL;
+  return n;
+}
+
+int memd_region_write_profile(memd_region* region, int fd) { return result(cast(region)->write_profile(fd)); }
+
+// The debug and profile methods name a call by its site: here, the C
+// caller's return address, not this file's.
+void* memd_region_alloc(memd_region* region, size_t size) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->alloc(size);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  return r->alloc(size);
+}
+void memd_region_free(memd_region* region, void* p) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->free(p);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  r->free(p);
+}
+void* memd_region_resize(memd_region* region, void* p, size_t size) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->resize(p, size);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  return r->resize(p, size);
+}
 uint64_t memd_region_offset(memd_region* region, const void* p) { return cast(region)->offset_of(p); }
 void* memd_region_at(memd_region* region, uint64_t offset) { return cast(region)->at(offset); }
 

@@ -59,6 +59,25 @@ int memd_region_clear(memd_region* region);
 /* Usable size of a live object (last: of the most recent one only), else 0. */
 size_t memd_region_size(memd_region* region, const void* p);
 
+/* The debug and profile methods (docs/methods.md). Calls through this API
+ * are named by their caller's return address in reports and summaries. */
+enum memd_debug_flags {
+  MEMD_DEBUG_CHECK = 1, /* check every object of the region at every call */
+  MEMD_DEBUG_ABORT = 2  /* abort at the first error */
+};
+/* This process's debug settings for the region (flags: memd_debug_flags).
+ * -1, EINVAL for a region of another method. */
+int memd_region_debug_flags(memd_region* region, int flags);
+/* Debug: every call of this process meeting `address` reports it. -1:
+ * EINVAL (another method), ENOSPC (16 watched already). */
+int memd_region_watch(memd_region* region, const void* address);
+/* Debug: reports each live object whose guards are overwritten (once per
+ * object); how many are, or -1, EINVAL for another method. */
+int memd_region_check_objects(memd_region* region);
+/* Debug and profile: the per-site summary of every process's calls to fd.
+ * -1, EPROTO for another method. */
+int memd_region_write_profile(memd_region* region, int fd);
+
 /* A pool region fails (EINVAL) any size but its fixed one. */
 void* memd_region_alloc(memd_region* region, size_t size);
 void memd_region_free(memd_region* region, void* p);

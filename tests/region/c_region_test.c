@@ -127,6 +127,53 @@ int main(void) {
   CHECK(memd_region_remove(path, MEMD_FILE) == 0);
   CHECK(memd_region_remove(path, MEMD_FILE) == -1 && errno == ENOENT);
   unlink(msg);
+
+  /* The debug and profile methods: an overwrite found by a check, the
+   * summary counting this file's calls (sites as return addresses). */
+  snprintf(path, sizeof path, "%s/debugged", d);
+  memd_region* dbg = memd_region_create_method(path, MEMD_FILE, MEMD_DEBUG, 16 << 20);
+  CHECK(dbg != NULL);
+  if (dbg != NULL) {
+    CHECK(memd_region_method(dbg) == MEMD_DEBUG);
+    char* a = memd_region_alloc(dbg, 12);
+    char* b = memd_region_alloc(dbg, 100);
+    CHECK(a != NULL && b != NULL && memd_region_size(dbg, a) == 12);
+    CHECK(memd_region_watch(dbg, b) == 0);
+    CHECK(memd_region_debug_flags(dbg, MEMD_DEBUG_ABORT | MEMD_DEBUG_CHECK) == 0);
+    CHECK(memd_region_debug_flags(dbg, 0) == 0);
+    CHECK(memd_region_debug_flags(dbg, 64) == -1 && errno == EINVAL);
+    CHECK(memd_region_check_objects(dbg) == 0);
+    a[12] = 'x';
+    CHECK(memd_region_check_objects(dbg) == 1);
+    memd_region_free(dbg, a);
+    memd_region_free(dbg, b);
+    snprintf(msg, sizeof msg, "%s/summary", d);
+    FILE* out = fopen(msg, "w+");
+    CHECK(out != NULL && memd_region_write_profile(dbg, fileno(out)) == 0);
+    char text[4096] = "";
+    if (out != NULL) {
+      rewind(out);
+      text[fread(text, 1, sizeof text - 1, out)] = '\0';
+      fclose(out);
+    }
+    CHECK(strstr(text, "ALLOCATION USAGE SUMMARY:n_alloc=2:n_free=2:s_alloc=112:s_free=112:") == text);
+    CHECK(strstr(text, "file=<>:n_alloc=2:n_free=2:") != NULL);
+    CHECK(strstr(text, "    pc=") != NULL && strstr(text, "region_c_api_test+0x") != NULL);
+    if (failures != 0) fprintf(stderr, "summary:\n%s", text);
+    unlink(msg);
+    memd_region_close(dbg);
+    CHECK(memd_region_remove(path, MEMD_FILE) == 0);
+  }
+  memd_region* plain = memd_region_create(path, MEMD_FILE, 16 << 20);
+  CHECK(plain != NULL);
+  if (plain != NULL) {
+    CHECK(memd_region_check_objects(plain) == -1 && errno == EINVAL);
+    CHECK(memd_region_watch(plain, plain) == -1 && errno == EINVAL);
+    CHECK(memd_region_debug_flags(plain, 0) == -1 && errno == EINVAL);
+    CHECK(memd_region_write_profile(plain, 2) == -1 && errno == EPROTO);
+    memd_region_close(plain);
+    CHECK(memd_region_remove(path, MEMD_FILE) == 0);
+  }
   rmdir(d);
   if (failures == 0) printf("c_region_test: all checks passed\n");
   return failures == 0 ? 0 : 1;
