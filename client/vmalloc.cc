@@ -5,6 +5,7 @@
 // shared one, and no other process can open it.
 #include "client/vmalloc.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 
 #include "client/debug_method.h"
 #include "region/profile_sites.h"
+#include "client/shim/vmregion_link.h"
 #include "client/status_errno.h"
 #include "region/call_site.h"
 #include "client/trace_line.h"
@@ -271,6 +273,7 @@ Vmethod_t* Vmlast = &last_method;
 Vmethod_t* Vmdebug = &debug_method;
 Vmethod_t* Vmprofile = &profile_method;
 Vmalloc_t* Vmheap = &heap_region;
+Vmalloc_t* Vmregion = &heap_region;
 
 extern "C" {
 
@@ -290,7 +293,71 @@ void vmflsite_(const char* file, int line) {
   tl_line = line;
 }
 
+// --- Vmregion: malloc through the shim (client/shim/vmregion_link.h) ---
+
+// vmfree and vmresize for a caller that names the site.
+static int free_at(Vmalloc_t* vm, void* data, const void* pc);
+static void* resize_at(Vmalloc_t* vm, void* data, size_t size, int type, const void* pc);
+
+
+// The program's call site, which the shim found (a debug, profile or
+// traced region only: finding it walks the stack).
+static thread_local const void* tl_malloc_pc = nullptr;
+static int vmregion_wants_site(void* vm) {
+  auto* v = static_cast<Vmalloc_t*>(vm);
+  return v->meth->id == VM_MTDEBUG || v->meth->id == VM_MTPROFILE || traced(v) ? 1 : 0;
+}
+static void vmregion_site(const char* file, int line, const void* pc) {
+  if (file != nullptr) vmflsite_(file, line);
+  tl_malloc_pc = pc;
+}
+static const void* take_malloc_pc() {
+  const void* pc = tl_malloc_pc;
+  tl_malloc_pc = nullptr;
+  return pc;
+}
+static void* vmregion_alloc(void* vm, size_t size, size_t align) {
+  return alloc_in(static_cast<Vmalloc_t*>(vm), size, align, take_malloc_pc());
+}
+static void* vmregion_resize(void* vm, void* p, size_t size) {
+  return resize_at(static_cast<Vmalloc_t*>(vm), p, size, VM_RSMOVE, take_malloc_pc());
+}
+static void vmregion_free(void* vm, void* p) { (void)free_at(static_cast<Vmalloc_t*>(vm), p, take_malloc_pc()); }
+static size_t vmregion_size(void* vm, const void* p) {
+  long n = vmsize(static_cast<Vmalloc_t*>(vm), const_cast<void*>(p));
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+static void* vmregion_of(const void* p) { return vmregion(const_cast<void*>(p)); }
+
+static std::atomic<int> malloc_follows{-1};  // -1: not asked yet
+
+// At the first vmopen: asks the shim, if it is the process's malloc, to
+// follow Vmregion.
+static void follow_vmregion_once() {
+  if (malloc_follows.load(std::memory_order_acquire) >= 0) return;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] {
+    static const memd_vmregion_calls calls{reinterpret_cast<void* const*>(&Vmregion),
+                                           &heap_region,
+                                           vmregion_alloc,
+                                           vmregion_resize,
+                                           vmregion_free,
+                                           vmregion_size,
+                                           vmregion_of,
+                                           vmregion_wants_site,
+                                           vmregion_site};
+    auto use = reinterpret_cast<memd_shim_use_vmregion_fn>(dlsym(RTLD_DEFAULT, "memd_shim_use_vmregion"));
+    malloc_follows.store(use != nullptr && use(&calls) == 0 ? 1 : 0, std::memory_order_release);
+  });
+}
+
+int vmregionmalloc(void) {
+  follow_vmregion_once();
+  return malloc_follows.load(std::memory_order_acquire);
+}
+
 Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
+  follow_vmregion_once();
   if (disc == nullptr || meth == nullptr || disc->memoryf != vmdcmemory) return fail(EINVAL);
   if (disc->kind < VM_DCPRIVATE || disc->kind > VM_DCPMEM) return fail(EINVAL);
   if (meth->id < VM_MTBEST || meth->id > VM_MTPROFILE) return fail(EINVAL);
@@ -324,6 +391,9 @@ Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
 
 int vmclose(Vmalloc_t* vm) {
   if (vm == nullptr || vm == Vmheap) return errno = EINVAL, -1;
+  // malloc must not go on into a closed region.
+  Vmalloc_t* expected = vm;
+  __atomic_compare_exchange_n(&Vmregion, &expected, Vmheap, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   unlink_open(vm);
   if (vm->kind == Kind::kDebug) {
     if (vm->debug->debugging()) vm->debug->check_everything();
@@ -342,10 +412,16 @@ void* vmalign(Vmalloc_t* vm, size_t size, size_t align) {
   return alloc_in(vm, size, align, __builtin_return_address(0));
 }
 
-int vmfree(Vmalloc_t* vm, void* data) {
+int vmfree(Vmalloc_t* vm, void* data) { return free_at(vm, data, __builtin_return_address(0)); }
+
+void* vmresize(Vmalloc_t* vm, void* data, size_t size, int type) {
+  return resize_at(vm, data, size, type, __builtin_return_address(0));
+}
+
+static int free_at(Vmalloc_t* vm, void* data, const void* pc) {
   if (vm == nullptr) return errno = EINVAL, -1;
   if (data == nullptr) return 0;
-  DebugSite site = site_of(__builtin_return_address(0));
+  DebugSite site = site_of(pc);
   memd::region::CallSiteScope at(site);
   switch (vm->kind) {
     case Kind::kHeap:
@@ -372,12 +448,11 @@ int vmfree(Vmalloc_t* vm, void* data) {
   return tl_refused == data ? -1 : 0;
 }
 
-void* vmresize(Vmalloc_t* vm, void* data, size_t size, int type) {
+static void* resize_at(Vmalloc_t* vm, void* data, size_t size, int type, const void* pc) {
   if (vm == nullptr) return fail(EINVAL);
-  const void* pc = __builtin_return_address(0);
   if (data == nullptr) return alloc_in(vm, size, 0, pc);
   if (size == 0) {
-    vmfree(vm, data);
+    free_at(vm, data, pc);
     return nullptr;
   }
   if (vm->kind == Kind::kHeap) {

@@ -92,6 +92,16 @@ extern Vmethod_t* Vmdebug;
 extern Vmethod_t* Vmprofile;
 /* The heap malloc uses: vmalloc(Vmheap, n) is malloc(n). Never closed. */
 extern Vmalloc_t* Vmheap;
+/* The region malloc, calloc, realloc and free use (Vmheap at first): under
+ * libmemd-malloc.so, a program that sets it to an open region has malloc
+ * allocate there, and free, realloc and malloc_usable_size of that
+ * region's blocks go to it whatever Vmregion says later. Set it back to
+ * Vmheap before closing the region. Without the shim (or with MEMD_REGION
+ * or the shim's debug method, which redirect malloc themselves) malloc is
+ * not memd's to redirect: vmregionmalloc() says whether it is followed. */
+extern Vmalloc_t* Vmregion;
+/* memd's: 1 if malloc follows Vmregion in this process, else 0. */
+int vmregionmalloc(void);
 
 /* memd's named disciplines: fill *disc (exceptf NULL) and return it. */
 Vmdisc_t* vmdcshm(Vmdisc_t* disc, const char* name, size_t max_bytes);
