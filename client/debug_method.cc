@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "region/debug_report.h"
 #include "region/site_text.h"
 #include "client/trace_line.h"
 #include "heap/inspect.h"
@@ -29,19 +30,6 @@ struct Locked {
 };
 
 void* user_of(DebugHeader* h) { return reinterpret_cast<char*>(h) + heap::kDebugHeadBytes; }
-
-// "memd: <kind>:region=<label>:block=0x...:"
-Line start_report(const char* kind, const char* label, const void* block) {
-  Line l;
-  l.add("memd: ");
-  l.add(kind);
-  l.add(":region=");
-  l.add(label);
-  l.add(":block=");
-  l.add_hex(block);
-  l.add(":");
-  return l;
-}
 
 }  // namespace
 
@@ -89,7 +77,7 @@ void DebugMethod::finish_error(void* line, const void* block, const char* what) 
 }
 
 void DebugMethod::report_corrupted(const void* user, int64_t bad_byte, const char* how, const DebugSite* detected) {
-  Line l = start_report("corrupted data", label_, user);
+  Line l = region::start_debug_report("corrupted data", label_, user);
   l.add("bad byte at=");
   l.add_signed(bad_byte);
   l.add(":");
@@ -109,7 +97,7 @@ void DebugMethod::report_corrupted(const void* user, int64_t bad_byte, const cha
 }
 
 void DebugMethod::report_call_error(const char* call, const void* p, const char* what, const DebugSite& detected) {
-  Line l = start_report(call, label_, p);
+  Line l = region::start_debug_report(call, label_, p);
   l.add(what);
   l.add(":detected at=");
   region::add_site(l, detected);
@@ -132,15 +120,7 @@ bool DebugMethod::watch(const void* address) {
 }
 
 void DebugMethod::alert(const void* user, const char* what, const DebugSite& detected) {
-  Line l = start_report("alert", label_, user);
-  l.add("size=");
-  l.add_decimal(heap::debug_header(user)->size);
-  l.add(":");
-  l.add(what);
-  l.add(":detected at=");
-  region::add_site(l, detected);
-  l.add(":\n");
-  l.write_out();
+  region::write_debug_alert(label_, user, heap::debug_header(user)->size, what, detected);
 }
 
 // Reports a live block whose guards were overwritten, once; true if they are.

@@ -25,6 +25,7 @@
 #include "heap/inspect.h"
 #include "heap/site_table.h"
 #include "region/call_site.h"
+#include "region/debug_report.h"
 #include "region/diag.h"
 #include "region/profile_sites.h"
 #include "region/region.h"
@@ -103,17 +104,6 @@ void add_table_site(Line& l, const heap::SiteTable* t, uint32_t flags) {
   }
 }
 
-Line start_report(const char* kind, const std::string& label, const void* block) {
-  Line l;
-  l.add("memd: ");
-  l.add(kind);
-  l.add(":region=");
-  l.add(label.c_str());
-  l.add(":block=");
-  l.add_hex(block);
-  l.add(":");
-  return l;
-}
 
 }  // namespace
 
@@ -162,15 +152,7 @@ static bool watched(const RegionImpl& impl, const void* p) {
 }
 
 static void alert(const RegionImpl& impl, const void* user, const char* what, const DebugSite& detected) {
-  Line l = start_report("alert", impl.name, user);
-  l.add("size=");
-  l.add_decimal(heap::debug_header(user)->size);
-  l.add(":");
-  l.add(what);
-  l.add(":detected at=");
-  region::add_site(l, detected);
-  l.add(":\n");
-  l.write_out();
+  region::write_debug_alert(impl.name.c_str(), user, heap::debug_header(user)->size, what, detected);
 }
 
 // Writes the report; a call given a bad address is also a kBadAddress
@@ -189,7 +171,7 @@ static bool check_block(const RegionImpl& impl, const heap::SiteTable* t, void* 
   if (!heap::debug_find_overwrite(user, &bad)) return false;
   DebugHeader* h = heap::debug_header(user);
   if ((__atomic_fetch_or(&h->flags, heap::kDebugReported, __ATOMIC_ACQ_REL) & heap::kDebugReported) != 0) return true;
-  Line l = start_report("corrupted data", impl.name, user);
+  Line l = region::start_debug_report("corrupted data", impl.name.c_str(), user);
   l.add("bad byte at=");
   l.add_signed(bad);
   l.add(":allocated at=");
@@ -281,7 +263,7 @@ static void report_not_live(const RegionImpl& impl, const char* call, void* p, c
       what = "already freed";
     }
   }
-  Line l = start_report(call, impl.name, p);
+  Line l = region::start_debug_report(call, impl.name.c_str(), p);
   l.add(what);
   l.add(":detected at=");
   region::add_site(l, site);

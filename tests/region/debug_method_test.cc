@@ -28,14 +28,9 @@ namespace {
 
 using testing::region_name;
 using testing::small_options;
+using testing::Events;
 using testing::TempDir;
 
-struct Events {
-  std::atomic<int> bad{0};
-  static void on(void* ctx, RegionEvent e, const void*, const char*) {
-    if (e == RegionEvent::kBadAddress) static_cast<Events*>(ctx)->bad.fetch_add(1);
-  }
-};
 
 // Offsets children post for the parent (+1; 0: not yet).
 struct Box {

@@ -44,6 +44,14 @@ inline std::string region_name(Discipline d, const TempDir& dir, const char* ste
   return d == Discipline::kShm ? n : dir.file(n);
 }
 
+// Counts the kBadAddress events a region's handler hears (event_context).
+struct Events {
+  std::atomic<int> bad{0};
+  static void on(void* ctx, RegionEvent e, const void*, const char*) {
+    if (e == RegionEvent::kBadAddress) static_cast<Events*>(ctx)->bad.fetch_add(1);
+  }
+};
+
 inline RegionOptions small_options(Discipline d, size_t bytes = size_t{64} << 20) {
   RegionOptions o;
   o.discipline = d;
