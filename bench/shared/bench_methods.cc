@@ -196,6 +196,15 @@ std::vector<Case> cases() {
   out.push_back({"ring64", "memd-best", [](uint64_t ops) {
                    return in_region(memd::Method::kBest, "best", [&](memd::Region& r) { return run_ring(region_ops(r), ops); });
                  }});
+  // What the debug and profile methods cost over best (their books are in
+  // the region: a header, guards and a site's counts per object).
+  out.push_back({"ring64", "memd-debug", [](uint64_t ops) {
+                   return in_region(memd::Method::kDebug, "debug", [&](memd::Region& r) { return run_ring(region_ops(r), ops); });
+                 }});
+  out.push_back({"ring64", "memd-profile", [](uint64_t ops) {
+                   return in_region(memd::Method::kProfile, "profile",
+                                    [&](memd::Region& r) { return run_ring(region_ops(r), ops); });
+                 }});
   out.push_back({"ring64", "boost-node", [](uint64_t ops) {
                    return in_segment("bnode", [&](bip::managed_shared_memory& seg) {
                      struct Obj {

@@ -35,7 +35,7 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     command = " ".join(["python3", "bench/shared/run_methods.py", "--build", a.build, "--rounds", str(a.rounds),
                         "--ops", str(a.ops)])
-    md = "\n".join(machine.report_header("memd region methods (pool, last) against their peers", now, command,
+    md = "\n".join(machine.report_header("memd region methods (pool, last, debug, profile) against their peers", now, command,
                                          ["libboost1.74-dev", "libmimalloc2.0", "libc6"], TOP, load_before,
                                          load_after) + [
         "Every round runs every allocator once per workload, one process, one thread. Ratios are taken per "
