@@ -75,12 +75,32 @@ DebugSite site_or(const void* caller) {
 }
 
 // The site's index in the table, made on first use.
-uint32_t index_of(heap::SiteTable& t, const DebugSite& site) {
+uint32_t lookup_index(heap::SiteTable& t, const DebugSite& site) {
   if (site.file != nullptr) return heap::site_index(t, site.file, site.line, false);
   Line l;
   region::add_code_address(l, site.pc);
   l.buf[l.len] = '\0';
   return heap::site_index(t, l.buf, 0, true);
+}
+
+// The same through the process's cache of the region's sites: naming a
+// return address takes a dladdr and hashing its text, about 200 ns, at every
+// allocation otherwise. One word per entry: the key's hash above, the index
+// + 1 below (a hash that matches by chance, 1 in 2^53, would count a call
+// under another site; no memory is at stake). A slot's index never changes
+// once made. Not thread-local: the shim's daemon link is loaded with
+// dlopen, where static TLS is scarce.
+uint32_t index_of(RegionImpl& impl, heap::SiteTable& t, const DebugSite& site) {
+  const void* key = site.file != nullptr ? static_cast<const void*>(site.file) : site.pc;
+  uint64_t h = (reinterpret_cast<uintptr_t>(key) + site.line * 0x100000001b3ull) * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  uint64_t tag = h >> 11;
+  std::atomic<uint64_t>& e = impl.site_cache[h & (RegionImpl::kSiteCache - 1)];
+  uint64_t v = e.load(std::memory_order_relaxed);
+  if ((v & 2047) != 0 && (v >> 11) == tag) return static_cast<uint32_t>((v & 2047) - 1);
+  uint32_t index = lookup_index(t, site);
+  if (index != heap::SiteTable::kOther) e.store(tag << 11 | (index + 1), std::memory_order_relaxed);
+  return index;
 }
 
 // What the table says of a site: "file,line" or "object+0xoffset".
@@ -241,7 +261,7 @@ void* Region::debug_alloc(size_t size, size_t align, bool zeroed, const void* ca
     std::memcpy(raw, &mark, sizeof mark);
   }
   void* user = heap::debug_format(raw, l, size, DebugSite{}, secret_of(*impl_), origin_of(*impl_));
-  uint32_t index = index_of(*t, site);
+  uint32_t index = index_of(*impl_, *t, site);
   heap::debug_header(user)->flags = (index + 1) << kSiteShift;
   heap::site_allocated(*t, index, size);
   if (zeroed) std::memset(user, 0, size);

@@ -61,6 +61,9 @@ class RegionImpl {
   static constexpr int kMaxWatches = 16;
   std::atomic<uintptr_t> watches[kMaxWatches] = {};
   std::atomic<int> watch_count{0};
+  // Debug and profile: this process's cache of site indexes (region_debug.cc).
+  static constexpr size_t kSiteCache = 256;
+  std::atomic<uint64_t> site_cache[kSiteCache] = {};
 
   RegionEventHandler handler = nullptr;
   void* handler_context = nullptr;
