@@ -219,8 +219,28 @@ static void* block_in_slot(const RegionImpl& impl, char* slot) {
   return classify(impl, user) != DebugState::kNotABlock ? user : nullptr;
 }
 
+// The owner's page-heap lock, held across a walk of every slot: its own
+// threads repair and hand out blocks under it (a dead client's reclaim on
+// the serving thread), and a walk must not read them half written. Other
+// processes' allocations are only read (checked, never trusted).
+class WalkLock {
+ public:
+  explicit WalkLock(RegionImpl& impl) : pages_(impl.pages.get()) {
+    if (pages_ != nullptr) pages_->lock();
+  }
+  ~WalkLock() {
+    if (pages_ != nullptr) pages_->unlock();
+  }
+  WalkLock(const WalkLock&) = delete;
+  WalkLock& operator=(const WalkLock&) = delete;
+
+ private:
+  region::PageHeapOwner* pages_;
+};
+
 int Region::check_objects() {
   if (impl_->method != Method::kDebug) return -1;
+  WalkLock locked(*impl_);
   struct Walk {
     const RegionImpl* impl;
     const heap::SiteTable* table;
@@ -344,6 +364,8 @@ void* Region::debug_addr(const void* p) const {
 
 absl::Status Region::debug_clear() {
   std::vector<void*> live;
+  // Collected under the lock, freed after it (a free may need the lock).
+  std::unique_ptr<WalkLock> locked = std::make_unique<WalkLock>(*impl_);
   struct Walk {
     const RegionImpl* impl;
     std::vector<void*>* live;
@@ -356,6 +378,7 @@ absl::Status Region::debug_clear() {
         if (user != nullptr && classify(*w->impl, user) == DebugState::kLive) w->live->push_back(user);
       },
       &walk);
+  locked.reset();
   for (void* user : live) debug_free(user, __builtin_return_address(0));
   return absl::OkStatus();
 }
