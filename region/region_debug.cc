@@ -146,6 +146,17 @@ static DebugState classify(const RegionImpl& impl, const void* p) {
   return state;
 }
 
+// A live block whose raw allocation the heap's books say is a live object.
+// A header is only as good as the process that last wrote it: one forged
+// inside another object (any process of the region knows its secret) must
+// not free, mark or size anything.
+static bool live_in_heap(const RegionImpl& impl, const void* p) {
+  if (classify(impl, p) != DebugState::kLive) return false;
+  const void* raw = heap::debug_raw(const_cast<void*>(p));
+  return impl.region.contains(raw) &&
+         region::thread_heap_or_stranger(impl.handle)->validate(raw) == heap::FreeStatus::kOk;
+}
+
 heap::SiteTable* Region::site_table() const {
   void* s = impl_->method_state.load(std::memory_order_acquire);
   return static_cast<heap::SiteTable*>(s != nullptr ? s : method_state());
@@ -238,25 +249,31 @@ class WalkLock {
   region::PageHeapOwner* pages_;
 };
 
-int Region::check_objects() {
-  if (impl_->method != Method::kDebug) return -1;
-  WalkLock locked(*impl_);
+// Calls fn(user) for each live debug block in the heap's slots, holding
+// the owner's walk lock throughout.
+template <class Fn>
+static void for_each_live_block(RegionImpl& impl, Fn&& fn) {
+  WalkLock locked(impl);
   struct Walk {
     const RegionImpl* impl;
-    const heap::SiteTable* table;
-    int bad = 0;
-  } walk{impl_.get(), site_table()};
+    Fn* fn;
+  } walk{&impl, &fn};
   heap::region_for_each_slot(
-      impl_->region, *impl_->classes,
+      impl.region, *impl.classes,
       [](void* context, char* slot) {
         auto* w = static_cast<Walk*>(context);
         void* user = block_in_slot(*w->impl, slot);
-        if (user != nullptr && classify(*w->impl, user) == DebugState::kLive && check_block(*w->impl, w->table, user, nullptr)) {
-          ++w->bad;
-        }
+        if (user != nullptr && classify(*w->impl, user) == DebugState::kLive) (*w->fn)(user);
       },
       &walk);
-  return walk.bad;
+}
+
+int Region::check_objects() {
+  if (impl_->method != Method::kDebug) return -1;
+  const heap::SiteTable* table = site_table();
+  int bad = 0;
+  for_each_live_block(*impl_, [&](void* user) { bad += check_block(*impl_, table, user, nullptr) ? 1 : 0; });
+  return bad;
 }
 
 void* Region::debug_alloc(size_t size, size_t align, bool zeroed, const void* caller) noexcept {
@@ -316,7 +333,7 @@ void Region::debug_free(void* p, const void* caller) noexcept {
   bool debug = impl_->method == Method::kDebug;
   heap::SiteTable* t = site_table();
   if (debug && impl_->debug_options.check_each_call) (void)check_objects();
-  if (t == nullptr || classify(*impl_, p) != DebugState::kLive) {
+  if (t == nullptr || !live_in_heap(*impl_, p)) {
     report_not_live(*impl_, "free error", p, site);
     return;
   }
@@ -333,7 +350,7 @@ void Region::debug_free(void* p, const void* caller) noexcept {
 
 void* Region::debug_resize(void* p, size_t size, const void* caller) noexcept {
   DebugSite site = site_or(caller);
-  if (classify(*impl_, p) != DebugState::kLive) {
+  if (!live_in_heap(*impl_, p)) {
     report_not_live(*impl_, "resize error", p, site);
     errno = EINVAL;
     return nullptr;
@@ -350,7 +367,7 @@ void* Region::debug_resize(void* p, size_t size, const void* caller) noexcept {
 }
 
 size_t Region::debug_size(const void* p) const {
-  return classify(*impl_, p) == DebugState::kLive ? heap::debug_header(p)->size : 0;
+  return live_in_heap(*impl_, p) ? heap::debug_header(p)->size : 0;
 }
 
 void* Region::debug_addr(const void* p) const {
@@ -363,22 +380,9 @@ void* Region::debug_addr(const void* p) const {
 }
 
 absl::Status Region::debug_clear() {
+  // Collected under the walk lock, freed after it (a free may need the lock).
   std::vector<void*> live;
-  // Collected under the lock, freed after it (a free may need the lock).
-  std::unique_ptr<WalkLock> locked = std::make_unique<WalkLock>(*impl_);
-  struct Walk {
-    const RegionImpl* impl;
-    std::vector<void*>* live;
-  } walk{impl_.get(), &live};
-  heap::region_for_each_slot(
-      impl_->region, *impl_->classes,
-      [](void* context, char* slot) {
-        auto* w = static_cast<Walk*>(context);
-        void* user = block_in_slot(*w->impl, slot);
-        if (user != nullptr && classify(*w->impl, user) == DebugState::kLive) w->live->push_back(user);
-      },
-      &walk);
-  locked.reset();
+  for_each_live_block(*impl_, [&](void* user) { live.push_back(user); });
   for (void* user : live) debug_free(user, __builtin_return_address(0));
   return absl::OkStatus();
 }

@@ -12,6 +12,9 @@ namespace memd {
 
 struct RegionInternals {
   static RegionImpl* of(const Region& r) { return r.impl_.get(); }
+  // The method's books in the region (heap/site_table.h for debug and
+  // profile), made on first use; nullptr if they cannot be.
+  static void* method_state(const Region& r) { return r.method_state(); }
 };
 
 }  // namespace memd

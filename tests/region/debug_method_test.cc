@@ -19,8 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "heap/debug_block.h"
+#include "heap/site_table.h"
 #include "region/call_site.h"
 #include "region/region.h"
+#include "region/region_internals.h"
 #include "region_test_util.h"
 
 namespace memd {
@@ -436,6 +439,116 @@ TEST_P(DebugMethodTest, AProcessKilledAtARandomInstantLeavesTheRegionCheckable) 
   EXPECT_LE(after, 1u) << "books said " << live_books;
   for (int i = 0; i < 1000; ++i) r->free(r->alloc(1 + i % 500));
   EXPECT_EQ(events_.bad.load(), 0);
+  EXPECT_TRUE(r->check().ok()) << r->check();
+}
+
+// Every process of a region can write its memory: one that scribbles over
+// the site table and over objects' headers, or forges headers with the
+// region's secret, costs the others their reports' accuracy but never a
+// crash, a read outside the region, or a block the heap hands out twice.
+TEST_P(DebugMethodTest, AClientScribblingOverTheBooksAndHeadersCrashesNoOne) {
+  auto r = make(Method::kDebug);
+  ASSERT_NE(r, nullptr);
+  constexpr int kObjects = 256;
+  struct Objects {
+    std::atomic<uint64_t> off[kObjects];
+    uint64_t size[kObjects];
+  };
+  auto* objects = r->find_or_construct<Objects>("objects");
+  ASSERT_NE(r->find_or_construct<Box>("box"), nullptr);
+  ASSERT_NE(objects, nullptr);
+  {
+    region::CallSiteScope at(heap::DebugSite{"honest.c", 7, nullptr});
+    for (int i = 0; i < kObjects; ++i) {
+      size_t size = 16 + (i * 37) % 3000;
+      void* p = i % 5 == 0 ? r->alloc_aligned(size, 256) : r->alloc(size);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 'h', size);
+      objects->off[i] = r->offset_of(p);
+      objects->size[i] = size;
+    }
+  }
+  // The attacker: a client of the region with the same mapping.
+  join(child(*r, [](Region& a, Box&) {
+    auto* objs = a.find<Objects>("objects");
+    auto* table = static_cast<unsigned char*>(RegionInternals::method_state(a));
+    if (objs == nullptr || table == nullptr) _exit(20);
+    std::mt19937_64 rng(42);
+    for (size_t i = 0; i < sizeof(heap::SiteTable); ++i) table[i] = static_cast<unsigned char>(rng());
+    RegionImpl* impl = RegionInternals::of(a);
+    uint64_t secret = impl->region.header->secret;
+    auto origin = reinterpret_cast<uintptr_t>(impl->region.data);
+    for (int i = 0; i < kObjects; ++i) {
+      auto* user = static_cast<unsigned char*>(a.at(objs->off[i]));
+      unsigned char* head = user - heap::kDebugHeadBytes;
+      switch (i % 4) {
+        case 0:  // random bytes over the header, the lead mark and the front guard
+          for (size_t b = 0; b < heap::kDebugHeadBytes; ++b) head[b] = static_cast<unsigned char>(rng());
+          break;
+        case 1: {  // a well-formed header claiming a size past the region's end
+          heap::DebugLayout l;
+          if (!heap::debug_layout(16, 16, &l)) _exit(21);
+          (void)heap::debug_format(head, l, 16, heap::DebugSite{}, secret, origin);
+          heap::debug_header(user)->size = uint64_t{1} << 62;
+          break;
+        }
+        case 2:  // a live header naming a site index past the table
+          heap::debug_header(user)->flags = 0xffffff00u | static_cast<uint32_t>(rng() & 0xfe);
+          break;
+        case 3: {  // a forged block in the middle of this object
+          if (objs->size[i] < 256) break;
+          heap::DebugLayout l;
+          if (!heap::debug_layout(32, 16, &l)) _exit(22);
+          (void)heap::debug_format(user + 128 - heap::kDebugHeadBytes, l, 32, heap::DebugSite{}, secret, origin);
+          break;
+        }
+      }
+    }
+  }));
+  // Everything the others do still works and reads only the region.
+  (void)r->check_objects();
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(r->write_profile(fileno(f)).ok());
+  EXPECT_NE(read_fd_file(f).find("ALLOCATION USAGE SUMMARY:"), std::string::npos);
+  std::fclose(f);
+  ::testing::internal::CaptureStderr();
+  int refused = 0, forged_refused = 0, expect_refused = 0;
+  for (int i = 0; i < kObjects; ++i) {
+    auto* user = static_cast<char*>(r->at(objects->off[i]));
+    if (i % 4 == 3 && objects->size[i] >= 256) {
+      // The forged block is no object of the heap's: refused, and the
+      // object around it stays live.
+      int before = events_.bad.load();
+      r->free(user + 128);
+      forged_refused += events_.bad.load() - before;
+      EXPECT_EQ(r->size(user), objects->size[i]) << i;
+    }
+    int before = events_.bad.load();
+    r->free(user);
+    refused += events_.bad.load() - before;
+    if (i % 4 == 0 || i % 4 == 1) ++expect_refused;
+  }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused, expect_refused) << err;
+  int forged = 0;
+  for (int i = 3; i < kObjects; i += 4) forged += objects->size[i] >= 256;
+  EXPECT_GT(forged, 0);
+  EXPECT_EQ(forged_refused, forged) << err;
+  // The heap's own books are intact: allocations go on, none overlaps a
+  // live one, and the region checks.
+  std::vector<std::pair<char*, size_t>> fresh;
+  for (int i = 0; i < 2000; ++i) {
+    size_t size = 1 + (i * 53) % 2000;
+    auto* p = static_cast<char*>(r->alloc(size));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, static_cast<int>(i & 0xff), size);
+    fresh.emplace_back(p, size);
+  }
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    for (size_t b = 0; b < fresh[i].second; ++b) ASSERT_EQ(fresh[i].first[b], static_cast<char>(i & 0xff)) << i;
+    r->free(fresh[i].first);
+  }
   EXPECT_TRUE(r->check().ok()) << r->check();
 }
 
