@@ -77,6 +77,18 @@ memd_region* memd_region_create_method(const char* name, int discipline, int met
   return give(memd::Region::create(name, o));
 }
 
+memd_region* memd_region_create_private(int method, size_t max_bytes) {
+  std::optional<memd::Method> m = method_of(method);
+  if (!m) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  memd::RegionOptions o;
+  o.method = *m == memd::Method{} ? memd::Method::kBest : *m;
+  if (max_bytes != 0) o.max_bytes = max_bytes;
+  return give(memd::Region::create_private(o));
+}
+
 memd_region* memd_region_open(const char* name, int discipline) {
   return memd_region_open_method(name, discipline, MEMD_METHOD_ANY);
 }

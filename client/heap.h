@@ -3,6 +3,10 @@
 // allocates from its own blocks without locks; any thread may free any
 // object. Data-plane calls report failure as nullptr and errno; creation and
 // checks return absl::Status.
+//
+// A Heap runs Vmalloc's best method. A private heap under another method
+// (pool, last, debug, profile) is a private region:
+// Region::create_private(RegionOptions{.method = Method::kDebug}).
 #pragma once
 
 #include <cstddef>

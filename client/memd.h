@@ -1,6 +1,11 @@
 /* memd C API: the calls of memd::Heap with a memd_ prefix. Failures return
  * NULL or -1 with errno set; nothing here aborts on bad input unless
- * MEMD_ABORT_ON_ERROR=1. */
+ * MEMD_ABORT_ON_ERROR=1.
+ *
+ * A memd_heap runs Vmalloc's best method (the Vam heap). A private heap
+ * under another method (pool, last, debug, profile) is a private region:
+ * memd_region_create_private(MEMD_DEBUG, max_bytes) in memd_region.h, or
+ * vmopen(Vmdcheap, Vmdebug, 0) in vmalloc.h. */
 #ifndef MEMD_MEMD_H_
 #define MEMD_MEMD_H_
 

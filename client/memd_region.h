@@ -38,6 +38,10 @@ enum memd_method {
 /* Creates a region and opens it as its owner. max_bytes: its fixed size. */
 memd_region* memd_region_create(const char* name, int discipline, size_t max_bytes);
 memd_region* memd_region_create_method(const char* name, int discipline, int method, size_t max_bytes);
+/* A region of this process only (shm whose name is removed at once: no
+ * other process can open or attach it), for a private heap under any
+ * method: memd_region_create_private(MEMD_DEBUG, 64 << 20) is a debug heap. */
+memd_region* memd_region_create_private(int method, size_t max_bytes);
 /* Opens an existing region as its owner, recovering it after a crash.
  * With a method other than the region's: NULL, EPROTO. */
 memd_region* memd_region_open(const char* name, int discipline);

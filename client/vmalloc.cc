@@ -125,25 +125,6 @@ void trace(const Vmalloc_t* vm, const void* old, const void* now, uint64_t size,
   if (fd >= 0) memd::client::write_trace_line(fd, old, now, size, vm->label, vm->meth->name, site, vm->trace_start_us);
 }
 
-// A private region: a shm region with a name no other process knows,
-// removed as soon as it exists.
-absl::StatusOr<std::unique_ptr<Region>> make_private(const memd::RegionOptions& options) {
-  static std::atomic<uint64_t> serial{0};
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    char name[64];
-    std::snprintf(name, sizeof name, "memd-vm-%d-%llu", static_cast<int>(getpid()),
-                  static_cast<unsigned long long>(serial.fetch_add(1)));
-    absl::StatusOr<std::unique_ptr<Region>> r = Region::create(name, options);
-    if (r.ok()) {
-      (void)Region::remove(name, memd::Discipline::kShm);
-      return r;
-    }
-    // A name a process of the same pid left behind: try the next.
-    if (r.status().code() != absl::StatusCode::kAlreadyExists) return r.status();
-  }
-  return absl::AlreadyExistsError("no free name for a private region");
-}
-
 absl::StatusOr<std::unique_ptr<Region>> open_named(const Vmdisc_t* d, const memd::RegionOptions& options) {
   memd::Discipline discipline = options.discipline;
   absl::StatusOr<std::unique_ptr<Region>> r = Region::open(d->name, discipline, options.method);
@@ -189,8 +170,7 @@ bool open_region(Vmalloc_t* vm) {
   options.event_context = vm;
   absl::StatusOr<std::unique_ptr<Region>> r;
   if (vm->disc->kind == VM_DCPRIVATE) {
-    options.discipline = memd::Discipline::kShm;
-    r = make_private(options);
+    r = Region::create_private(options);
   } else {
     options.discipline = static_cast<memd::Discipline>(vm->disc->kind);
     r = open_named(vm->disc, options);

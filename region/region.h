@@ -144,6 +144,10 @@ class Region {
   // if it exists.
   static absl::StatusOr<std::unique_ptr<Region>> create(std::string_view name,
                                                         const RegionOptions& options);
+  // A region of this process only, for a private heap under any method:
+  // memory no other process can open or attach (options.discipline is
+  // ignored: shm, its name removed at once), gone when the process ends.
+  static absl::StatusOr<std::unique_ptr<Region>> create_private(const RegionOptions& options);
   // Opens an existing region as its owner: validates its format and, if the
   // last owner did not close it cleanly, recovers it (everything derived is
   // rebuilt; objects in flight at the crash may leak, nothing else).

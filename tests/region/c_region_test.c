@@ -2,6 +2,7 @@
  * process attaching and freeing the parent's object, and the errno of each
  * kind of bad input. Exits non-zero and says which check failed. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,16 @@ struct node {
   uint64_t next;
   int value;
 };
+
+/* Objects in /dev/shm named as private regions are. */
+static int count_private_shm(void) {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == NULL) return 0;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(dir)) != NULL;) n += strncmp(e->d_name, "memd-private-", 13) == 0;
+  closedir(dir);
+  return n;
+}
 
 int main(void) {
   char dir[] = "/tmp/memd-c-region-XXXXXX";
@@ -174,6 +185,32 @@ int main(void) {
     memd_region_close(plain);
     CHECK(memd_region_remove(path, MEMD_FILE) == 0);
   }
+  /* Private regions: each method over memory no other process reaches,
+   * nothing left in /dev/shm. */
+  int shm_before = count_private_shm();
+  for (int m = MEMD_BEST; m <= MEMD_PROFILE; ++m) {
+    memd_region* own = memd_region_create_private(m, 8 << 20);
+    CHECK(own != NULL);
+    if (own == NULL) continue;
+    CHECK(memd_region_method(own) == m);
+    char* p = memd_region_alloc(own, 40);
+    CHECK(p != NULL && memd_region_size(own, p) >= 40);
+    memset(p, 'p', 40);
+    if (m == MEMD_LAST || m == MEMD_POOL) {
+      CHECK(memd_region_clear(own) == 0);
+    } else {
+      memd_region_free(own, p);
+    }
+    if (m == MEMD_DEBUG) {
+      char* q = memd_region_alloc(own, 8);
+      CHECK(q != NULL);
+      if (q != NULL) q[8] = 'x';
+      CHECK(memd_region_check_objects(own) == 1);
+    }
+    memd_region_close(own);
+  }
+  CHECK(count_private_shm() == shm_before);
+  CHECK(memd_region_create_private(99, 8 << 20) == NULL && errno == EINVAL);
   rmdir(d);
   if (failures == 0) printf("c_region_test: all checks passed\n");
   return failures == 0 ? 0 : 1;
