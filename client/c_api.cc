@@ -49,6 +49,12 @@ void* memd_alloc_aligned(memd_heap* heap, size_t align, size_t size) {
 
 void memd_free(memd_heap* heap, void* p) { cast(heap)->free(p); }
 
+size_t memd_alloc_batch(memd_heap* heap, size_t n, size_t size, void** out) {
+  return cast(heap)->alloc_batch(n, size, out);
+}
+
+void memd_free_batch(memd_heap* heap, void* const* p, size_t n) { cast(heap)->free_batch(p, n); }
+
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags) {
   return cast(heap)->resize(p, size, flags);
 }

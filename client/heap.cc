@@ -63,18 +63,40 @@ void* Heap::alloc_zeroed(size_t size) noexcept {
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
-void Heap::free(void* p) noexcept {
-  if (p == nullptr) return;
-  if (!contains(p)) {
-    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Heap::free", p,
-                              __builtin_return_address(0));
+size_t Heap::alloc_batch(size_t n, size_t size, void** out) noexcept {
+  if (n == 0) return 0;
+  if (out == nullptr) {
+    errno = EINVAL;
+    return 0;
+  }
+  heap::ThreadHeap* h = region::thread_heap(handle_);
+  return h ? h->alloc_batch(n, size, out) : 0;
+}
+
+// free's checks and reports, for a thread heap already looked up.
+static void free_with(const Heap& heap, heap::ThreadHeap* h, void* p, const char* call, const void* caller) {
+  if (!heap.contains(p)) {
+    region::report_heap_error(region::HeapError::kInvalidPointer, call, p, caller);
     return;
   }
-  heap::FreeStatus s = region::thread_heap_or_stranger(handle_)->free(p);
+  heap::FreeStatus s = h->free(p);
   if (s != heap::FreeStatus::kOk) {
     region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
                                                                  : region::HeapError::kInvalidPointer,
-                              "memd::Heap::free", p, __builtin_return_address(0));
+                              call, p, caller);
+  }
+}
+
+void Heap::free(void* p) noexcept {
+  if (p == nullptr) return;
+  free_with(*this, region::thread_heap_or_stranger(handle_), p, "memd::Heap::free", __builtin_return_address(0));
+}
+
+void Heap::free_batch(void* const* p, size_t n) noexcept {
+  if (p == nullptr || n == 0) return;
+  heap::ThreadHeap* h = region::thread_heap_or_stranger(handle_);
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != nullptr) free_with(*this, h, p[i], "memd::Heap::free_batch", __builtin_return_address(0));
   }
 }
 

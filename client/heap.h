@@ -48,6 +48,14 @@ class Heap {
   void* alloc(size_t size) noexcept;
   void* alloc_aligned(size_t size, size_t align) noexcept;  // align: a power of two
   void* alloc_zeroed(size_t size) noexcept;
+  // n objects of `size` into out[0..n), faster than n calls of alloc (one
+  // thread-heap and class lookup; a block's free list drained in a loop).
+  // Returns how many it made: fewer than n only when memory runs out
+  // (errno ENOMEM); out[got..n) is left alone.
+  size_t alloc_batch(size_t n, size_t size, void** out) noexcept;
+  // free of each of p[0..n) (nullptr entries skipped; bad ones reported and
+  // ignored, as free does).
+  void free_batch(void* const* p, size_t n) noexcept;
   // nullptr is a no-op. A pointer this heap did not hand out, or a double
   // free, is reported on stderr and ignored (or aborts, see options.h).
   void free(void* p) noexcept;

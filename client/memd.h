@@ -40,6 +40,12 @@ void* memd_alloc(memd_heap* heap, size_t size);
 void* memd_calloc(memd_heap* heap, size_t count, size_t size);          /* ENOMEM on overflow */
 void* memd_alloc_aligned(memd_heap* heap, size_t align, size_t size);   /* EINVAL: align not a power of two */
 void memd_free(memd_heap* heap, void* p);
+/* n objects of `size` into out[0..n) at once, faster than n memd_alloc
+ * calls. Returns how many it made: fewer than n only when memory runs out
+ * (errno ENOMEM), 0 with errno EINVAL if out is NULL. */
+size_t memd_alloc_batch(memd_heap* heap, size_t n, size_t size, void** out);
+/* memd_free of each of p[0..n); NULL entries are skipped. */
+void memd_free_batch(memd_heap* heap, void* const* p, size_t n);
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags);
 int memd_clear(memd_heap* heap);
 int memd_compact(memd_heap* heap);

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Runs bench_batch side by side: in every round, for every case, memd's
+batch calls (alloc_batch/free_batch on a memd::Heap), the same heap one call
+at a time, and malloc/free under glibc, jemalloc, mimalloc, tcmalloc and
+memd's shim. Ratios to glibc are taken per round, then the median. Writes
+bench/results/batch-<date>.md with the command, machine and tree.
+
+  python3 bench/batch/run_batch.py --build build/release [--rounds 5] [--seconds 0.5]
+"""
+import argparse
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+from harness import allocators, machine, result_files  # noqa: E402
+
+# (object size, objects per batch)
+CASES = [(16, 64), (64, 64), (256, 64), (64, 1024), (1024, 64)]
+
+
+def run_one(binary, row, size, k, seconds):
+    mode, preload = row
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    out = subprocess.run([binary, mode, str(size), str(k), str(seconds)], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    for token in out.split():
+        if token.startswith("ns_per_object="):
+            return float(token.split("=", 1)[1])
+    raise RuntimeError(f"bench_batch printed no result: {out!r}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build/release")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=0.5)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    a = ap.parse_args()
+    binary = os.path.join(a.build, "bench", "batch", "bench_batch")
+    if not os.path.exists(binary):
+        sys.exit(f"run_batch: {binary} is missing (build the bench_batch target)")
+    usable, skipped = allocators.resolve(["glibc", "jemalloc", "mimalloc", "tcmalloc", "memd"], a.build)
+    rows = {f"{x.name} malloc": ("malloc", x.preload) for x in usable}
+    rows["memd::Heap single calls"] = ("heap-single", None)
+    rows["memd::Heap alloc_batch/free_batch"] = ("heap-batch", None)
+    load_before = os.getloadavg()
+    ns = {(c, r): [] for c in CASES for r in rows}
+    for _ in range(a.rounds):
+        for case in CASES:
+            for name, row in rows.items():
+                ns[(case, name)].append(run_one(binary, row, case[0], case[1], a.seconds))
+    load_after = os.getloadavg()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    command = " ".join(["python3", "bench/batch/run_batch.py", "--build", a.build, "--rounds", str(a.rounds),
+                        "--seconds", str(a.seconds)])
+    lines = machine.report_header("memd batch calls against single calls and the peers' malloc", now, command,
+                                  allocators.PEER_PACKAGES, TOP, load_before, load_after)
+    lines += [
+        "Each case: K objects of one size allocated, the first byte of each written, then all freed, repeated for "
+        f"{a.seconds} s after a warm-up (one process, one thread). ns per object (its alloc and its free), median of "
+        f"{a.rounds} rounds; every round runs every row of every case. The ratio is to glibc's malloc, taken per round, "
+        "then the median. memd::Heap rows are a private heap through the C++ API (no shim); the malloc rows run "
+        "the same binary with the allocator preloaded (memd: libmemd-malloc.so). Source: bench/batch/bench_batch.cc.",
+        "",
+    ]
+    if skipped:
+        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    for case in CASES:
+        lines += [f"### {case[0]} B objects, {case[1]} per batch", "", "| row | ns/object | vs glibc malloc |",
+                  "|---|---:|---:|"]
+        base = ns[(case, "glibc malloc")]
+        for name in rows:
+            v = ns[(case, name)]
+            ratio = statistics.median(x / b for x, b in zip(v, base))
+            lines.append(f"| {name} | {statistics.median(v):.1f} | {ratio:.2f}× |")
+        single, batch = ns[(case, "memd::Heap single calls")], ns[(case, "memd::Heap alloc_batch/free_batch")]
+        speedup = statistics.median(s / b for s, b in zip(single, batch))
+        lines += ["", f"Batch over single calls on the same heap: {speedup:.2f}× the throughput (paired per round).", ""]
+    md = "\n".join(lines)
+    print(md)
+    if not a.no_write:
+        stem = result_files.unused_stem(os.path.join(TOP, "bench", "results"), "batch", now[:10])
+        with open(stem + ".md", "w") as f:
+            f.write(md + "\n")
+        print(f"run_batch: wrote {stem}.md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
