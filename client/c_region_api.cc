@@ -178,6 +178,18 @@ void memd_region_free(memd_region* region, void* p) {
   memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
   r->free(p);
 }
+size_t memd_region_alloc_batch(memd_region* region, size_t n, size_t size, void** out) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->alloc_batch(n, size, out);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  return r->alloc_batch(n, size, out);
+}
+void memd_region_free_batch(memd_region* region, void* const* p, size_t n) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->free_batch(p, n);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  r->free_batch(p, n);
+}
 void* memd_region_resize(memd_region* region, void* p, size_t size) {
   memd::Region* r = cast(region);
   if (!books_kept(r)) return r->resize(p, size);

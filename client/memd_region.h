@@ -85,6 +85,11 @@ int memd_region_write_profile(memd_region* region, int fd);
 /* A pool region fails (EINVAL) any size but its fixed one. */
 void* memd_region_alloc(memd_region* region, size_t size);
 void memd_region_free(memd_region* region, void* p);
+/* n objects of `size` into out[0..n) at once; returns how many (fewer only
+ * when memory runs out or the method refuses the size: errno says). */
+size_t memd_region_alloc_batch(memd_region* region, size_t n, size_t size, void** out);
+/* memd_region_free of each of p[0..n); NULL entries are skipped. */
+void memd_region_free_batch(memd_region* region, void* const* p, size_t n);
 void* memd_region_resize(memd_region* region, void* p, size_t size);
 uint64_t memd_region_offset(memd_region* region, const void* p);
 void* memd_region_at(memd_region* region, uint64_t offset);

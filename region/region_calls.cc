@@ -49,7 +49,7 @@ void* Region::alloc_zeroed(size_t size) noexcept {
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
-void Region::free(void* p) noexcept {
+__attribute__((always_inline)) inline void Region::free_from(void* p, const void* caller) noexcept {
   if (p == nullptr) return;
   if (impl_->read_only) {
     errno = EROFS;
@@ -61,21 +61,56 @@ void Region::free(void* p) noexcept {
   }
   // The debug and profile methods report a bad pointer in their own form.
   if (impl_->method == Method::kDebug || impl_->method == Method::kProfile) {
-    return method_free(p, __builtin_return_address(0));
+    return method_free(p, caller);
   }
   if (!contains(p)) {
     impl_->event(RegionEvent::kBadAddress, p, "free of a pointer outside the region");
-    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Region::free", p,
-                              __builtin_return_address(0));
+    region::report_heap_error(region::HeapError::kInvalidPointer, "memd::Region::free", p, caller);
     return;
   }
-  if (impl_->method != Method::kBest) return method_free(p, __builtin_return_address(0));
+  if (impl_->method != Method::kBest) return method_free(p, caller);
   heap::FreeStatus s = region::thread_heap_or_stranger(impl_->handle)->free(p);
   if (s != heap::FreeStatus::kOk) {
     impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
     region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
                                                                  : region::HeapError::kInvalidPointer,
-                              "memd::Region::free", p, __builtin_return_address(0));
+                              "memd::Region::free", p, caller);
+  }
+}
+
+void Region::free(void* p) noexcept { free_from(p, __builtin_return_address(0)); }
+
+size_t Region::alloc_batch(size_t n, size_t size, void** out) noexcept {
+  if (n == 0) return 0;
+  if (out == nullptr) {
+    errno = EINVAL;
+    return 0;
+  }
+  if (impl_->read_only) {
+    errno = EROFS;
+    return 0;
+  }
+  const void* caller = __builtin_return_address(0);
+  size_t got = 0;
+  if (impl_->method != Method::kBest) {
+    for (; got < n; ++got) {
+      void* p = method_alloc(size, 16, false, caller);
+      if (p == nullptr) break;
+      out[got] = p;
+    }
+    return got;
+  }
+  heap::ThreadHeap* h = impl_->thread_heap();
+  if (h != nullptr) got = h->alloc_batch(n, size, out);
+  if (got < n) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  return got;
+}
+
+void Region::free_batch(void* const* p, size_t n) noexcept {
+  if (p == nullptr) return;
+  const void* caller = __builtin_return_address(0);
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != nullptr) free_from(p[i], caller);
   }
 }
 

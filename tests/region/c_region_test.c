@@ -193,6 +193,12 @@ int main(void) {
     CHECK(own != NULL);
     if (own == NULL) continue;
     CHECK(memd_region_method(own) == m);
+    void* batch[100] = {0};
+    if (m != MEMD_LAST) {
+      CHECK(memd_region_alloc_batch(own, 100, 40, batch) == 100);
+      CHECK(batch[0] != NULL && batch[99] != NULL && batch[0] != batch[99]);
+      memd_region_free_batch(own, batch, 100);
+    }
     char* p = memd_region_alloc(own, 40);
     CHECK(p != NULL && memd_region_size(own, p) >= 40);
     memset(p, 'p', 40);
