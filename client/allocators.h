@@ -45,6 +45,14 @@ class Allocator {
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
+  // std::allocator_traits passes a container's hint here (the element the
+  // new one will sit by): the object lands near it when it can.
+  T* allocate(size_t n, const void* hint) {
+    if (hint == nullptr || alignof(T) > 8 || n > std::numeric_limits<size_t>::max() / sizeof(T)) return allocate(n);
+    void* p = heap_->alloc_near(n * sizeof(T), hint);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
   void deallocate(T* p, size_t) noexcept { heap_->free(p); }
   Heap& heap() const noexcept { return *heap_; }
 

@@ -55,6 +55,10 @@ size_t memd_alloc_batch(memd_heap* heap, size_t n, size_t size, void** out) {
 
 void memd_free_batch(memd_heap* heap, void* const* p, size_t n) { cast(heap)->free_batch(p, n); }
 
+void* memd_alloc_near(memd_heap* heap, size_t size, const void* hint, size_t near_bytes) {
+  return cast(heap)->alloc_near(size, hint, near_bytes);
+}
+
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags) {
   return cast(heap)->resize(p, size, flags);
 }

@@ -184,6 +184,12 @@ size_t memd_region_alloc_batch(memd_region* region, size_t n, size_t size, void*
   memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
   return r->alloc_batch(n, size, out);
 }
+void* memd_region_alloc_near(memd_region* region, size_t size, const void* hint, size_t near_bytes) {
+  memd::Region* r = cast(region);
+  if (!books_kept(r)) return r->alloc_near(size, hint, near_bytes);
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  return r->alloc_near(size, hint, near_bytes);
+}
 void memd_region_free_batch(memd_region* region, void* const* p, size_t n) {
   memd::Region* r = cast(region);
   if (!books_kept(r)) return r->free_batch(p, n);

@@ -73,6 +73,11 @@ size_t Heap::alloc_batch(size_t n, size_t size, void** out) noexcept {
   return h ? h->alloc_batch(n, size, out) : 0;
 }
 
+void* Heap::alloc_near(size_t size, const void* hint, size_t near_bytes) noexcept {
+  heap::ThreadHeap* h = region::thread_heap(handle_);
+  return h ? h->alloc_near(size, hint, near_bytes) : nullptr;
+}
+
 // free's checks and reports, for a thread heap already looked up.
 static void free_with(const Heap& heap, heap::ThreadHeap* h, void* p, const char* call, const void* caller) {
   if (!heap.contains(p)) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -53,6 +54,12 @@ class Heap {
   // Returns how many it made: fewer than n only when memory runs out
   // (errno ENOMEM); out[got..n) is left alone.
   size_t alloc_batch(size_t n, size_t size, void** out) noexcept;
+  // Allocation hints (TP/Medius): an object of `size` within `near_bytes`
+  // of `hint` when the hint's block (this thread's, of the size's class)
+  // has a free one there; else what alloc gives. kNearBlock: anywhere in
+  // the hint's block. A bad or foreign hint is only a slower miss.
+  static constexpr size_t kNearLine = 64, kNearPage = 4096, kNearBlock = SIZE_MAX;
+  void* alloc_near(size_t size, const void* hint, size_t near_bytes = kNearPage) noexcept;
   // free of each of p[0..n) (nullptr entries skipped; bad ones reported and
   // ignored, as free does).
   void free_batch(void* const* p, size_t n) noexcept;

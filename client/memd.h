@@ -44,6 +44,14 @@ void memd_free(memd_heap* heap, void* p);
  * calls. Returns how many it made: fewer than n only when memory runs out
  * (errno ENOMEM), 0 with errno EINVAL if out is NULL. */
 size_t memd_alloc_batch(memd_heap* heap, size_t n, size_t size, void** out);
+/* Allocation hints: an object of `size` within `near_bytes` of `hint`
+ * (MEMD_NEAR_LINE, MEMD_NEAR_PAGE, MEMD_NEAR_BLOCK: anywhere in the hint's
+ * block) when the hint's block has a free one there, else as memd_alloc.
+ * Any hint is safe: a foreign or NULL one is the plain path. */
+#define MEMD_NEAR_LINE ((size_t)64)
+#define MEMD_NEAR_PAGE ((size_t)4096)
+#define MEMD_NEAR_BLOCK ((size_t)-1)
+void* memd_alloc_near(memd_heap* heap, size_t size, const void* hint, size_t near_bytes);
 /* memd_free of each of p[0..n); NULL entries are skipped. */
 void memd_free_batch(memd_heap* heap, void* const* p, size_t n);
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags);

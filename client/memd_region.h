@@ -88,6 +88,10 @@ void memd_region_free(memd_region* region, void* p);
 /* n objects of `size` into out[0..n) at once; returns how many (fewer only
  * when memory runs out or the method refuses the size: errno says). */
 size_t memd_region_alloc_batch(memd_region* region, size_t n, size_t size, void** out);
+/* An object within near_bytes of hint when the hint's block has a free one
+ * there (best; the other methods ignore the hint), else as
+ * memd_region_alloc. */
+void* memd_region_alloc_near(memd_region* region, size_t size, const void* hint, size_t near_bytes);
 /* memd_region_free of each of p[0..n); NULL entries are skipped. */
 void memd_region_free_batch(memd_region* region, void* const* p, size_t n);
 void* memd_region_resize(memd_region* region, void* p, size_t size);

@@ -96,6 +96,15 @@ class ThreadHeap {
   // user-mode page allocator's batch call). Returns how many it made; fewer
   // than n only when memory runs out (errno ENOMEM).
   size_t alloc_batch(size_t n, size_t size, void** out);
+  // An object of `size` near `hint` (the TP/Medius allocation hints): from
+  // the free objects of the hint's own block within `near_bytes` of it
+  // (among the first kNearProbes of the block's free list), else -- when
+  // near_bytes reaches the block -- any free object of that block, else
+  // what alloc gives. The hint's block serves only if this thread owns it
+  // and its class is the size's; any other hint (nullptr, another heap's,
+  // a big object) is the plain path. Never slower than a few loads more.
+  static constexpr int kNearProbes = 8;
+  void* alloc_near(size_t size, const void* hint, size_t near_bytes);
   // `align` a power of two; any size.
   void* alloc_aligned(size_t size, size_t align);
 

@@ -209,6 +209,10 @@ class Region {
   size_t alloc_batch(size_t n, size_t size, void** out) noexcept;
   // free of each of p[0..n); nullptr entries are skipped.
   void free_batch(void* const* p, size_t n) noexcept;
+  // Allocation hints (best; the other methods ignore the hint): an object
+  // within `near_bytes` of `hint` when the hint's block, this thread's,
+  // has a free one there; else what alloc gives.
+  void* alloc_near(size_t size, const void* hint, size_t near_bytes = 4096) noexcept;
   void* resize(void* p, size_t size) noexcept;
   size_t size(const void* p) const;  // usable size of a live object, 0 if not one
   // The start of the live object holding p, or nullptr (Vmalloc's vmaddr).

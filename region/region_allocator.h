@@ -62,6 +62,15 @@ class RegionAllocator {
     if (p == nullptr) throw std::bad_alloc();
     return pointer(static_cast<T*>(p));
   }
+  // A container's hint (the element the new one will sit by), through
+  // std::allocator_traits: the object lands near it when it can.
+  pointer allocate(size_type n, const_void_pointer hint) {
+    Region* r = region_at(base_.get());
+    if (r == nullptr || hint.get() == nullptr || alignof(T) > 8 || n > SIZE_MAX / sizeof(T)) return allocate(n);
+    void* p = r->alloc_near(n * sizeof(T), hint.get());
+    if (p == nullptr) throw std::bad_alloc();
+    return pointer(static_cast<T*>(p));
+  }
   void deallocate(pointer p, size_type) noexcept {
     if (Region* r = region_at(base_.get())) r->free(p.get());
   }

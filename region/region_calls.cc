@@ -106,6 +106,18 @@ size_t Region::alloc_batch(size_t n, size_t size, void** out) noexcept {
   return got;
 }
 
+void* Region::alloc_near(size_t size, const void* hint, size_t near_bytes) noexcept {
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, false, __builtin_return_address(0));
+  heap::ThreadHeap* h = impl_->thread_heap();
+  void* p = h ? h->alloc_near(size, hint, near_bytes) : nullptr;
+  if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  return p;
+}
+
 void Region::free_batch(void* const* p, size_t n) noexcept {
   if (p == nullptr) return;
   const void* caller = __builtin_return_address(0);

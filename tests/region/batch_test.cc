@@ -1,6 +1,7 @@
 // Region::alloc_batch and free_batch: a batch in a shared region is what
 // the same single calls give, under every method; objects of one process's
-// batch are freed by another's; a pool refuses a size not its own.
+// batch are freed by another's; a pool refuses a size not its own. And
+// Region::alloc_near: a hint's free neighbour is the object given.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,6 +135,30 @@ TEST_P(RegionBatchTest, AnotherProcessFreesABatch) {
   r->free_batch(v.data(), 10);
   (void)::testing::internal::GetCapturedStderr();
   EXPECT_EQ(events_.bad.load(), 10);
+  EXPECT_TRUE(r->check().ok()) << r->check();
+}
+
+TEST_P(RegionBatchTest, AHintsFreeNeighbourIsTheObjectGiven) {
+  auto r = make(Method::kBest);
+  ASSERT_NE(r, nullptr);
+  std::vector<char*> v;
+  for (int i = 0; i < 256; ++i) v.push_back(static_cast<char*>(r->alloc(64)));
+  size_t k = 1;
+  while (k + 20 < v.size() && !(v[k] - v[k - 1] == 64 && v[k + 20] - v[k] == 20 * 64 &&
+                                reinterpret_cast<uintptr_t>(v[k - 1]) >> 12 == reinterpret_cast<uintptr_t>(v[k + 20]) >> 12)) {
+    ++k;
+  }
+  ASSERT_LT(k + 20, v.size());
+  char* neighbour = v[k - 1];
+  r->free(neighbour);
+  r->free(v[k + 20]);  // first on the block's free list
+  char* p = static_cast<char*>(r->alloc_near(64, v[k], 64));
+  EXPECT_EQ(p, neighbour);
+  v[k - 1] = p;
+  v[k + 20] = static_cast<char*>(r->alloc_near(64, nullptr, 64));
+  ASSERT_NE(v[k + 20], nullptr);
+  for (char* q : v) r->free(q);
+  EXPECT_EQ(events_.bad.load(), 0);
   EXPECT_TRUE(r->check().ok()) << r->check();
 }
 

@@ -1,0 +1,68 @@
+// ThreadHeap::alloc_near: allocation hints after the TP/Medius slides. A
+// container that passes the element it links to (the previous node, the
+// parent) gets a free object of that element's block -- often of its page
+// or cache line -- so a traversal touches fewer lines and pages. Only the
+// owner's own blocks are taken from, so it is a local, lock-free pop like
+// the fast path's.
+#include <cstdint>
+
+#include "heap/block.h"
+#include "heap/heap_counters.h"
+#include "heap/thread_heap.h"
+
+namespace memd::heap {
+
+void* ThreadHeap::alloc_near(size_t size, const void* hint, size_t near_bytes) {
+  const char* h = static_cast<const char*>(hint);
+  if (h == nullptr || size > medium_max_ || !region_.contains(hint) ||
+      sample_countdown_ - static_cast<int64_t>(size) < 0) {
+    return alloc(size);
+  }
+  uint64_t desc = page_descs_[(h - data_) >> kPageShift].load(std::memory_order_acquire);
+  PageDesc d = PageDesc::unpack(desc);
+  uint32_t cls = SizeClasses::class_of(size);
+  if (d.kind != PageKind::kSegregated || d.cls != cls) return alloc(size);
+  BlockDesc& b = blocks_[d.block];
+  // A block of another thread, or one in the empty cache (whose count the
+  // cache keeps), is not ours to take from.
+  if (owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ || (b.flags & (kBlockCached | kBlockFull)) ||
+      b.used == 0) {
+    return alloc(size);
+  }
+  char* base = data_ + (Offset{d.block} << kPageShift);
+  ClassList& cl = class_list(cls);
+  auto near = [&](const char* p) { return static_cast<uint64_t>(p > h ? p - h : h - p) <= near_bytes; };
+  // The first free objects of the block: one near enough is unlinked.
+  uint32_t* link = &b.free_head;
+  for (int probe = 0; probe < kNearProbes && *link != 0; ++probe) {
+    char* p = base + *link - 1;
+    if (near(p)) {
+      *link = link_of(p);
+      tag_of(p) = 0;
+      ++b.used;
+      sample_countdown_ -= static_cast<int64_t>(size);
+      count_one(cl.counts.allocs);
+      return p;
+    }
+    link = &link_of(p);
+  }
+  // Its bump space, if near enough; then, when the whole block counts as
+  // near, its first free object.
+  char* p = nullptr;
+  if (b.bump < b.end && near(base + b.bump)) {
+    p = base + b.bump;
+    b.bump += cl.size;
+    tag_of(p) = 0;
+    ++b.used;
+  } else if (near_bytes >= b.end && b.free_head != 0) {
+    p = block_pop_free(b, base, b.free_head);
+  }
+  if (p != nullptr) {
+    sample_countdown_ -= static_cast<int64_t>(size);
+    count_one(cl.counts.allocs);
+    return p;
+  }
+  return alloc(size);
+}
+
+}  // namespace memd::heap
