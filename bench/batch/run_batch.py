@@ -11,29 +11,15 @@ import argparse
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "bench"))
-from harness import allocators, machine, result_files  # noqa: E402
+from harness import allocators, machine, result_files, side_by_side  # noqa: E402
 
 # (object size, objects per batch)
 CASES = [(16, 64), (64, 64), (256, 64), (64, 1024), (1024, 64)]
-
-
-def run_one(binary, row, size, k, seconds):
-    mode, preload = row
-    env = dict(os.environ)
-    if preload:
-        env["LD_PRELOAD"] = preload
-    out = subprocess.run([binary, mode, str(size), str(k), str(seconds)], capture_output=True, text=True, env=env,
-                         check=True).stdout
-    for token in out.split():
-        if token.startswith("ns_per_object="):
-            return float(token.split("=", 1)[1])
-    raise RuntimeError(f"bench_batch printed no result: {out!r}")
 
 
 def main():
@@ -46,16 +32,12 @@ def main():
     binary = os.path.join(a.build, "bench", "batch", "bench_batch")
     if not os.path.exists(binary):
         sys.exit(f"run_batch: {binary} is missing (build the bench_batch target)")
-    usable, skipped = allocators.resolve(["glibc", "jemalloc", "mimalloc", "tcmalloc", "memd"], a.build)
-    rows = {f"{x.name} malloc": ("malloc", x.preload) for x in usable}
+    rows, skipped = side_by_side.peer_rows(a.build)
     rows["memd::Heap single calls"] = ("heap-single", None)
     rows["memd::Heap alloc_batch/free_batch"] = ("heap-batch", None)
     load_before = os.getloadavg()
-    ns = {(c, r): [] for c in CASES for r in rows}
-    for _ in range(a.rounds):
-        for case in CASES:
-            for name, row in rows.items():
-                ns[(case, name)].append(run_one(binary, row, case[0], case[1], a.seconds))
+    results = side_by_side.run_rounds(binary, rows, {c: [c[0], c[1], a.seconds] for c in CASES}, a.rounds)
+    ns = {key: measures["ns_per_object"] for key, measures in results.items()}
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     command = " ".join(["python3", "bench/batch/run_batch.py", "--build", a.build, "--rounds", str(a.rounds),
@@ -78,10 +60,10 @@ def main():
         base = ns[(case, "glibc malloc")]
         for name in rows:
             v = ns[(case, name)]
-            ratio = statistics.median(x / b for x, b in zip(v, base))
+            ratio = side_by_side.paired_ratio(v, base)
             lines.append(f"| {name} | {statistics.median(v):.1f} | {ratio:.2f}× |")
         single, batch = ns[(case, "memd::Heap single calls")], ns[(case, "memd::Heap alloc_batch/free_batch")]
-        speedup = statistics.median(s / b for s, b in zip(single, batch))
+        speedup = side_by_side.paired_ratio(single, batch)
         lines += ["", f"Batch over single calls on the same heap: {speedup:.2f}× the throughput (paired per round).", ""]
     md = "\n".join(lines)
     print(md)

@@ -1,0 +1,148 @@
+// Allocation hints on a traversal (the TP/Medius slides' claim: objects
+// placed near the ones they link to walk faster at the same space). A
+// singly linked ring of N nodes of 64 B is built interleaved with as many
+// other live objects of the same size; half of those are freed (holes all
+// over the heap), then the ring is churned: a random node's successor is
+// unlinked and freed, and a new node linked in after a random node, CHURN
+// times.
+// Then the ring is walked WALKS times. Modes:
+//   malloc     malloc/free (under LD_PRELOAD: the peer's; memd's shim as "memd")
+//   heap       memd::Heap alloc/free, no hints
+//   heap-near  memd::Heap alloc_near(size, the node it follows, a page)
+// Prints "walk_ns_per_node=<x> churn_ns_per_op=<y> near_fraction=<z>" (z:
+// of the nodes made after another, those within a page of it).
+//
+//   bench_hints MODE N CHURN WALKS
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "client/heap.h"
+
+namespace {
+
+struct Node {
+  Node* next;
+  uint32_t slot;  // index in the handle array
+  uint32_t pad;
+  uint64_t payload[6];
+};
+static_assert(sizeof(Node) == 64);
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Allocator {
+  enum Kind { kMalloc, kHeap, kHeapNear } kind;
+  memd::Heap* heap;
+  void* alloc(const void* hint) {
+    switch (kind) {
+      case kMalloc: return std::malloc(sizeof(Node));
+      case kHeap: return heap->alloc(sizeof(Node));
+      case kHeapNear: return heap->alloc_near(sizeof(Node), hint, memd::Heap::kNearPage);
+    }
+    return nullptr;
+  }
+  void free(void* p) { kind == kMalloc ? std::free(p) : heap->free(p); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s malloc|heap|heap-near N CHURN WALKS\n", argv[0]);
+    return 2;
+  }
+  std::unique_ptr<memd::Heap> heap;
+  Allocator a{Allocator::kMalloc, nullptr};
+  if (std::strcmp(argv[1], "malloc") != 0) {
+    auto made = memd::Heap::create();
+    if (!made.ok()) return 1;
+    heap = std::move(*made);
+    a.heap = heap.get();
+    a.kind = std::strcmp(argv[1], "heap-near") == 0 ? Allocator::kHeapNear : Allocator::kHeap;
+  }
+  size_t n = std::strtoul(argv[2], nullptr, 10);
+  size_t churn = std::strtoul(argv[3], nullptr, 10);
+  int walks = std::atoi(argv[4]);
+  std::mt19937_64 rng(7);
+  std::vector<Node*> nodes;   // every node, in no order (for random picks)
+  std::vector<void*> others;  // the interleaved objects
+  nodes.reserve(n);
+  others.reserve(n);
+  uint64_t hinted = 0, landed_near = 0;  // nodes made after another; of them, within a page of it
+  auto make_node = [&](Node* after) {
+    auto* x = static_cast<Node*>(a.alloc(after));
+    if (x == nullptr) std::abort();
+    if (after != nullptr) {
+      ++hinted;
+      auto d = reinterpret_cast<uintptr_t>(x) - reinterpret_cast<uintptr_t>(after);
+      landed_near += d + 4096 <= 8192;  // |d| <= 4096
+    }
+    x->slot = static_cast<uint32_t>(nodes.size());
+    x->payload[0] = rng();
+    nodes.push_back(x);
+    return x;
+  };
+  Node* head = make_node(nullptr);
+  head->next = head;
+  Node* tail = head;
+  for (size_t i = 1; i < n; ++i) {
+    others.push_back(a.alloc(nullptr));
+    Node* x = make_node(tail);
+    x->next = head;
+    tail->next = x;
+    tail = x;
+  }
+  // Half the other objects go: holes all over the heap, the fragmentation
+  // hints are meant to use.
+  for (size_t i = 0; i < others.size(); ++i) {
+    if (rng() % 2 == 0) a.free(others[i]), others[i] = nullptr;
+  }
+  double t0 = now_s();
+  for (size_t i = 0; i < churn; ++i) {
+    Node* at = nodes[rng() % nodes.size()];
+    Node* gone = at->next;
+    if (gone != head && gone != at) {
+      at->next = gone->next;
+      Node* last = nodes.back();
+      nodes[gone->slot] = last;
+      last->slot = gone->slot;
+      nodes.pop_back();
+      a.free(gone);
+    }
+    Node* before = nodes[rng() % nodes.size()];
+    Node* x = make_node(before);
+    x->next = before->next;
+    before->next = x;
+  }
+  double t1 = now_s();
+  uint64_t sum = 0, visited = 0;
+  for (int w = 0; w < walks; ++w) {
+    Node* x = head;
+    do {
+      sum += x->payload[0];
+      x = x->next;
+      ++visited;
+    } while (x != head);
+  }
+  double t2 = now_s();
+  std::printf("walk_ns_per_node=%.3f churn_ns_per_op=%.2f near_fraction=%.3f nodes=%zu check=%llu\n",
+              (t2 - t1) * 1e9 / visited, (t1 - t0) * 1e9 / static_cast<double>(churn),
+              static_cast<double>(landed_near) / static_cast<double>(hinted), nodes.size(),
+              static_cast<unsigned long long>(sum & 0xff));
+  for (Node* x : nodes) a.free(x);
+  for (void* p : others) {
+    if (p != nullptr) a.free(p);
+  }
+  return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Runs bench_hints side by side: in every round, a churned linked list
+walked under glibc, jemalloc, mimalloc, tcmalloc and memd's shim (malloc),
+and on a memd::Heap without and with allocation hints (alloc_near, a page).
+Ratios to glibc are taken per round, then the median. Writes
+bench/results/hints-<date>.md with the command, machine and tree.
+
+  python3 bench/batch/run_hints.py --build build/release [--rounds 5]
+"""
+import argparse
+import datetime
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "bench"))
+from harness import allocators, machine, result_files, side_by_side  # noqa: E402
+
+# (nodes, churn operations, walks)
+CASES = [(20000, 40000, 50), (200000, 400000, 5)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build/release")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    a = ap.parse_args()
+    binary = os.path.join(a.build, "bench", "batch", "bench_hints")
+    if not os.path.exists(binary):
+        sys.exit(f"run_hints: {binary} is missing (build the bench_hints target)")
+    rows, skipped = side_by_side.peer_rows(a.build)
+    rows["memd::Heap, no hints"] = ("heap", None)
+    rows["memd::Heap, alloc_near (a page)"] = ("heap-near", None)
+    load_before = os.getloadavg()
+    results = side_by_side.run_rounds(binary, rows, {c: list(c) for c in CASES}, a.rounds)
+    load_after = os.getloadavg()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    command = " ".join(["python3", "bench/batch/run_hints.py", "--build", a.build, "--rounds", str(a.rounds)])
+    lines = machine.report_header("memd allocation hints on a churned linked list, walked", now, command,
+                                  allocators.PEER_PACKAGES, TOP, load_before, load_after)
+    lines += [
+        "A singly linked ring of N nodes of 64 B is built interleaved with N other objects of 64 B; half the "
+        "others are freed (holes all over the heap); then the ring is churned (a random node's successor "
+        "unlinked and freed, a new node linked after a random node) and walked. One process, one thread; every "
+        f"round runs every row of every case; {a.rounds} rounds, medians; ratios to glibc taken per round, then "
+        "the median. *near*: of the nodes made after another, the fraction placed within a page of it. "
+        "Source: bench/batch/bench_hints.cc.",
+        "",
+    ]
+    if skipped:
+        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    for case in CASES:
+        lines += [f"### {case[0]} nodes, {case[1]} churn operations, {case[2]} walks", "",
+                  "| row | walk ns/node | vs glibc | churn ns/op | vs glibc | near |", "|---|---:|---:|---:|---:|---:|"]
+        base = results[(case, "glibc malloc")]
+        for name in rows:
+            m = results[(case, name)]
+            walk, churn = m["walk_ns_per_node"], m["churn_ns_per_op"]
+            lines.append(f"| {name} | {statistics.median(walk):.1f} | "
+                         f"{side_by_side.paired_ratio(walk, base['walk_ns_per_node']):.2f}× | "
+                         f"{statistics.median(churn):.0f} | "
+                         f"{side_by_side.paired_ratio(churn, base['churn_ns_per_op']):.2f}× | "
+                         f"{statistics.median(m['near_fraction']):.2f} |")
+        plain, near = results[(case, "memd::Heap, no hints")], results[(case, "memd::Heap, alloc_near (a page)")]
+        lines += ["", "Hints against none on the same heap (paired per round): walk "
+                  f"{side_by_side.paired_ratio(plain['walk_ns_per_node'], near['walk_ns_per_node']):.2f}× as fast, "
+                  f"churn {side_by_side.paired_ratio(plain['churn_ns_per_op'], near['churn_ns_per_op']):.2f}× as fast.", ""]
+    md = "\n".join(lines)
+    print(md)
+    if not a.no_write:
+        stem = result_files.unused_stem(os.path.join(TOP, "bench", "results"), "hints", now[:10])
+        with open(stem + ".md", "w") as f:
+            f.write(md + "\n")
+        print(f"run_hints: wrote {stem}.md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
