@@ -148,22 +148,43 @@ bool fail(char* message, size_t size, PageIndex p, const char* why) {
 
 }  // namespace
 
-RegionStats region_stat(const Region& r, const SizeClasses& classes) {
-  RegionStats s;
-  const PageHeapState& h = r.header->page_heap;
+namespace {
+
+// Calls fn(p, b, d, n, length_ok) for each block's first page p among the
+// committed ones, n its pages; a start whose length clients overwrote
+// (length_ok false, n 1) and pages inside blocks are stepped over one at a
+// time.
+template <class Fn>
+void for_each_block_start(const Region& r, Fn&& fn) {
   uint32_t committed = r.committed_pages();
   for (uint32_t i = 0; i < committed;) {
     PageIndex p{i};
     const BlockDesc& b = r.block(p);
     PageDesc d = r.page(p);
+    if (d.block != i) {
+      ++i;
+      continue;
+    }
     uint32_t n = b.pages.value;
-    if (d.block != i || n == 0 || n > committed - i) n = 1;  // not a start, or overwritten: step carefully
-    if (d.block == i && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
+    bool length_ok = n != 0 && n <= committed - i;
+    if (!length_ok) n = 1;
+    fn(p, b, d, n, length_ok);
+    i += n;
+  }
+}
+
+}  // namespace
+
+RegionStats region_stat(const Region& r, const SizeClasses& classes) {
+  RegionStats s;
+  const PageHeapState& h = r.header->page_heap;
+  uint32_t committed = r.committed_pages();
+  for_each_block_start(r, [&](PageIndex p, const BlockDesc& b, PageDesc d, uint32_t n, bool) {
+    if ((d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge) &&
         owner_of(b.owner_word.load(std::memory_order_relaxed)) != kNoOwner) {
       s.pages_owned += n;
     }
-    if (d.block != i) {
-    } else if (d.kind == PageKind::kSegregated) {
+    if (d.kind == PageKind::kSegregated) {
       ++s.segregated_blocks;
       SegregatedCounts counts;
       const char* why = nullptr;
@@ -188,8 +209,7 @@ RegionStats region_stat(const Region& r, const SizeClasses& classes) {
       (live ? s.busy_bytes : s.free_bytes) += b.pages.bytes();
       if (live && (b.flags & kBlockSampled)) ++s.sampled_objects;
     }
-    i += n;
-  }
+  });
   s.pages_committed = committed;
   s.pages_in_use = h.in_use_pages;
   s.pages_dirty = h.dirty_pages;
@@ -352,16 +372,8 @@ void* region_object_slot(const Region& r, const SizeClasses& classes, const void
 
 void region_for_each_slot(const Region& r, const SizeClasses& classes, void (*fn)(void* context, char* start),
                           void* context) {
-  uint32_t committed = r.committed_pages();
-  for (uint32_t i = 0; i < committed;) {
-    PageIndex p{i};
-    const BlockDesc& b = r.block(p);
-    PageDesc d = r.page(p);
-    uint32_t n = b.pages.value;
-    if (d.block != i || n == 0 || n > committed - i) {
-      ++i;  // not a block's start, or a length clients overwrote: step carefully
-      continue;
-    }
+  for_each_block_start(r, [&](PageIndex p, const BlockDesc& b, PageDesc d, uint32_t n, bool length_ok) {
+    if (!length_ok) return;
     char* base = r.page_address(p);
     if (d.kind == PageKind::kSegregated && d.cls >= classes.first_class() && d.cls <= classes.last_class()) {
       const ClassInfo& c = classes.info(d.cls);
@@ -379,8 +391,7 @@ void region_for_each_slot(const Region& r, const SizeClasses& classes, void (*fn
     } else if (d.kind == PageKind::kHuge && b.owner_word.load(std::memory_order_acquire) == 0) {
       fn(context, base);
     }
-    i += n;
-  }
+  });
 }
 
 }  // namespace memd::heap
