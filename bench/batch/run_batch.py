@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "bench"))
-from harness import allocators, machine, result_files, side_by_side  # noqa: E402
+from harness import allocators, machine, side_by_side  # noqa: E402
 
 # (object size, objects per batch)
 CASES = [(16, 64), (64, 64), (256, 64), (64, 1024), (1024, 64)]
@@ -65,14 +65,8 @@ def main():
         single, batch = ns[(case, "memd::Heap single calls")], ns[(case, "memd::Heap alloc_batch/free_batch")]
         speedup = side_by_side.paired_ratio(single, batch)
         lines += ["", f"Batch over single calls on the same heap: {speedup:.2f}× the throughput (paired per round).", ""]
-    md = "\n".join(lines)
-    print(md)
-    if not a.no_write:
-        stem = result_files.unused_stem(os.path.join(TOP, "bench", "results"), "batch", now[:10])
-        with open(stem + ".md", "w") as f:
-            f.write(md + "\n")
-        print(f"run_batch: wrote {stem}.md", file=sys.stderr)
-
+    side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "batch", now[:10], "run_batch",
+                                 write=not a.no_write)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "bench"))
-from harness import allocators, machine, result_files, side_by_side  # noqa: E402
+from harness import allocators, machine, side_by_side  # noqa: E402
 
 # (nodes, churn operations, walks)
 CASES = [(20000, 40000, 50), (200000, 400000, 5)]
@@ -68,14 +68,8 @@ def main():
         lines += ["", "Hints against none on the same heap (paired per round): walk "
                   f"{side_by_side.paired_ratio(plain['walk_ns_per_node'], near['walk_ns_per_node']):.2f}× as fast, "
                   f"churn {side_by_side.paired_ratio(plain['churn_ns_per_op'], near['churn_ns_per_op']):.2f}× as fast.", ""]
-    md = "\n".join(lines)
-    print(md)
-    if not a.no_write:
-        stem = result_files.unused_stem(os.path.join(TOP, "bench", "results"), "hints", now[:10])
-        with open(stem + ".md", "w") as f:
-            f.write(md + "\n")
-        print(f"run_hints: wrote {stem}.md", file=sys.stderr)
-
+    side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "hints", now[:10], "run_hints",
+                                 write=not a.no_write)
 
 if __name__ == "__main__":
     main()

@@ -5,8 +5,9 @@ order -- so a ratio can be taken within a round, then the median."""
 import os
 import statistics
 import subprocess
+import sys
 
-from . import allocators
+from . import allocators, result_files
 
 
 def peer_rows(build_dir, mode="malloc"):
@@ -48,3 +49,14 @@ def run_rounds(binary, rows, cases, rounds):
 def paired_ratio(values, base):
     """The median over rounds of values[i] / base[i]."""
     return statistics.median(v / b for v, b in zip(values, base))
+
+
+def print_and_write(md, results_dir, prefix, day, tool, write=True):
+    """Prints the report and, unless write is false, writes it to
+    <results_dir>/<prefix>-<day>[-N].md."""
+    print(md)
+    if write:
+        stem = result_files.unused_stem(results_dir, prefix, day)
+        with open(stem + ".md", "w") as f:
+            f.write(md + "\n")
+        print(f"{tool}: wrote {stem}.md", file=sys.stderr)

@@ -15,24 +15,15 @@
 #include "client/heap.h"
 #include "client/memd.h"
 #include "heap/sampling.h"
+#include "heap_fixture.h"
 #include "heap/size_class.h"
 #include "region/diag.h"
 
 namespace memd {
 namespace {
 
-class BatchTest : public ::testing::Test {
+class BatchTest : public testing::HeapFixture {
  protected:
-  void SetUp() override {
-    setenv("MEMD_QUIET", "1", 1);
-    auto h = Heap::create();
-    ASSERT_TRUE(h.ok()) << h.status();
-    heap_ = std::move(*h);
-  }
-  void ExpectConsistent() {
-    absl::Status s = heap_->check();
-    EXPECT_TRUE(s.ok()) << s;
-  }
   // Objects are distinct, non-overlapping and at least `size` long; each
   // is filled with its index.
   void ExpectDisjoint(const std::vector<void*>& v, size_t size) {
@@ -57,7 +48,6 @@ class BatchTest : public ::testing::Test {
       for (size_t b = 0; b < size; ++b) ASSERT_EQ(c[b], static_cast<unsigned char>(i & 0xff)) << i;
     }
   }
-  std::unique_ptr<Heap> heap_;
 };
 
 TEST_F(BatchTest, ABatchGivesDistinctObjectsOfEverySize) {

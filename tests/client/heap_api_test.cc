@@ -12,26 +12,14 @@
 #include <set>
 #include <vector>
 
+#include "heap_fixture.h"
 #include "region/diag.h"
 #include "heap/sampling.h"
 
 namespace memd {
 namespace {
 
-class HeapTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    setenv("MEMD_QUIET", "1", 1);
-    auto h = Heap::create();
-    ASSERT_TRUE(h.ok()) << h.status();
-    heap_ = std::move(*h);
-  }
-  void ExpectConsistent() {
-    absl::Status s = heap_->check();
-    EXPECT_TRUE(s.ok()) << s;
-  }
-  std::unique_ptr<Heap> heap_;
-};
+using HeapTest = testing::HeapFixture;
 
 const size_t kSizes[] = {0, 1, 8, 15, 16, 17, 24, 100, 120, 121, 128, 255, 496, 497, 504, 1000,
                          4096, 10000, 32768, 32769, 65536, 100000, 1 << 20, 5 << 20};

@@ -16,6 +16,7 @@
 #include "client/allocators.h"
 #include "client/heap.h"
 #include "client/memd.h"
+#include "heap_fixture.h"
 
 namespace memd {
 namespace {
@@ -23,13 +24,10 @@ namespace {
 uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 uintptr_t distance(const void* a, const void* b) { return addr(a) > addr(b) ? addr(a) - addr(b) : addr(b) - addr(a); }
 
-class NearTest : public ::testing::Test {
+class NearTest : public testing::HeapFixture {
  protected:
   void SetUp() override {
-    setenv("MEMD_QUIET", "1", 1);
-    auto h = Heap::create();
-    ASSERT_TRUE(h.ok()) << h.status();
-    heap_ = std::move(*h);
+    HeapFixture::SetUp();
     for (int i = 0; i < 512; ++i) v_.push_back(heap_->alloc(64));
     // An object with its two neighbours 64 B either side, all in one page
     // (a block of small objects is a page).
@@ -44,10 +42,8 @@ class NearTest : public ::testing::Test {
   void TearDown() override {
     for (void* p : v_) heap_->free(p);
     EXPECT_EQ(heap_->stat().busy_objects, 0u);
-    absl::Status s = heap_->check();
-    EXPECT_TRUE(s.ok()) << s;
+    ExpectConsistent();
   }
-  std::unique_ptr<Heap> heap_;
   std::vector<void*> v_;
   size_t k_ = 0;
 };

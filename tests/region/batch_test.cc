@@ -163,9 +163,7 @@ TEST_P(RegionBatchTest, AHintsFreeNeighbourIsTheObjectGiven) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Disciplines, RegionBatchTest, ::testing::Values(Discipline::kShm, Discipline::kFile),
-                         [](const ::testing::TestParamInfo<Discipline>& i) {
-                           return i.param == Discipline::kShm ? "Shm" : "File";
-                         });
+                         testing::discipline_test_name);
 
 }  // namespace
 }  // namespace memd

@@ -553,9 +553,7 @@ TEST_P(DebugMethodTest, AClientScribblingOverTheBooksAndHeadersCrashesNoOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Disciplines, DebugMethodTest, ::testing::Values(Discipline::kShm, Discipline::kFile),
-                         [](const ::testing::TestParamInfo<Discipline>& i) {
-                           return i.param == Discipline::kShm ? "Shm" : "File";
-                         });
+                         testing::discipline_test_name);
 
 }  // namespace
 }  // namespace memd

@@ -553,9 +553,7 @@ TEST_P(MethodTest, TheCApiChoosesAndReportsTheMethod) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Disciplines, MethodTest, ::testing::Values(Discipline::kShm, Discipline::kFile),
-                         [](const ::testing::TestParamInfo<Discipline>& i) {
-                           return i.param == Discipline::kShm ? "Shm" : "File";
-                         });
+                         testing::discipline_test_name);
 
 }  // namespace
 }  // namespace memd

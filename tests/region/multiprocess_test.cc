@@ -569,7 +569,7 @@ TEST_P(MultiProcessTest, AttachWithoutAnOwnerFailsClearly) {
 
 INSTANTIATE_TEST_SUITE_P(Disciplines, MultiProcessTest,
                          ::testing::Values(Discipline::kShm, Discipline::kFile),
-                         [](const auto& info) { return info.param == Discipline::kShm ? "Shm" : "File"; });
+                         testing::discipline_test_name);
 
 }  // namespace
 }  // namespace memd

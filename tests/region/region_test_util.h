@@ -2,6 +2,7 @@
 // removed afterwards, and cleanup of shm objects.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -51,6 +52,11 @@ struct Events {
     if (e == RegionEvent::kBadAddress) static_cast<Events*>(ctx)->bad.fetch_add(1);
   }
 };
+
+// A parameterized test's name for a discipline (INSTANTIATE_TEST_SUITE_P).
+inline std::string discipline_test_name(const ::testing::TestParamInfo<Discipline>& info) {
+  return info.param == Discipline::kShm ? "Shm" : info.param == Discipline::kFile ? "File" : "Pmem";
+}
 
 inline RegionOptions small_options(Discipline d, size_t bytes = size_t{64} << 20) {
   RegionOptions o;
