@@ -54,7 +54,7 @@ REGION_PRIVATE = {"region/region_impl.h", "region/region_internals.h"}
 # they return.
 PUBLIC_HEADERS = {
     "client/memd.h", "client/memd_region.h", "client/memd_debug.h", "client/vmalloc.h",
-    "client/heap.h", "client/allocators.h", "client/daemon_client.h",
+    "client/heap.h", "client/allocators.h", "client/hinted.h", "client/daemon_client.h",
     "client/telemetry/sampling_default.h",
     "region/region.h", "region/offset_ptr.h", "region/region_allocator.h", "region/arena_handle.h",
     "heap/params.h", "heap/region_stats.h", "heap/counter_snapshot.h",

@@ -1,0 +1,106 @@
+// Hinted containers (the TP/Medius allocation hints for the standard
+// library). libstdc++'s node containers never pass allocate() a hint, so
+// the hint travels beside the call: HintedAllocator reads it from a small
+// state its copies and rebinds share, and memd::hinted_list sets it to
+// the element a new node will follow before each insertion. The node then
+// lands near that element when the element's block has room
+// (Heap::alloc_near, within a page), and a walk in list order touches fewer
+// pages. A hint is advice: a stale one (its element erased) costs a look,
+// never correctness.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <limits>
+#include <list>
+#include <memory>
+#include <new>
+#include <utility>
+
+#include "client/heap.h"
+
+namespace memd {
+
+struct HintState {
+  explicit HintState(Heap& h) : heap(&h) {}
+  Heap* heap;
+  // The address the next allocation should land near; nullptr: none.
+  // Atomic only so that containers on several threads sharing one state
+  // cannot tear it: a hint is advice either way.
+  std::atomic<const void*> next{nullptr};
+};
+
+template <class T>
+class HintedAllocator {
+ public:
+  using value_type = T;
+  explicit HintedAllocator(Heap& heap) : state_(std::make_shared<HintState>(heap)) {}
+  template <class U>
+  HintedAllocator(const HintedAllocator<U>& other) noexcept : state_(other.state()) {}
+
+  T* allocate(size_t n) {
+    if (n > std::numeric_limits<size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    const void* hint = state_->next.load(std::memory_order_relaxed);
+    void* p = hint != nullptr && alignof(T) <= 8 ? state_->heap->alloc_near(n * sizeof(T), hint)
+                                                 : state_->heap->alloc_aligned(n * sizeof(T), alignof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept { state_->heap->free(p); }
+  // The next allocation's hint (nullptr: none).
+  void hint(const void* near) const noexcept { state_->next.store(near, std::memory_order_relaxed); }
+  const std::shared_ptr<HintState>& state() const noexcept { return state_; }
+
+  template <class U>
+  bool operator==(const HintedAllocator<U>& o) const noexcept {
+    return state_->heap == o.state()->heap;
+  }
+
+ private:
+  std::shared_ptr<HintState> state_;
+};
+
+// std::list whose insertions hint the node they follow (push_back: the
+// last element; insert(pos): the element before pos; push_front: the
+// first). Everything else is std::list's.
+template <class T>
+class hinted_list : public std::list<T, HintedAllocator<T>> {
+  using base = std::list<T, HintedAllocator<T>>;
+
+ public:
+  using typename base::const_iterator;
+  using typename base::iterator;
+  explicit hinted_list(Heap& heap) : base(HintedAllocator<T>(heap)) {}
+
+  template <class... Args>
+  iterator emplace(const_iterator pos, Args&&... args) {
+    hint_before(pos);
+    return base::emplace(pos, std::forward<Args>(args)...);
+  }
+  iterator insert(const_iterator pos, const T& v) { return emplace(pos, v); }
+  iterator insert(const_iterator pos, T&& v) { return emplace(pos, std::move(v)); }
+  template <class... Args>
+  T& emplace_back(Args&&... args) {
+    return *emplace(this->cend(), std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  T& emplace_front(Args&&... args) {
+    return *emplace(this->cbegin(), std::forward<Args>(args)...);
+  }
+  void push_back(const T& v) { emplace_back(v); }
+  void push_back(T&& v) { emplace_back(std::move(v)); }
+  void push_front(const T& v) { emplace_front(v); }
+  void push_front(T&& v) { emplace_front(std::move(v)); }
+
+ private:
+  // The element the new node will sit by: the one before pos, else the
+  // one at pos (an insertion at the front).
+  void hint_before(const_iterator pos) {
+    const void* near = nullptr;
+    if (pos != this->cbegin()) near = &*std::prev(pos);
+    else if (pos != this->cend()) near = &*pos;
+    this->get_allocator().hint(near);
+  }
+};
+
+}  // namespace memd
