@@ -9,6 +9,8 @@
 //   malloc     malloc/free (under LD_PRELOAD: the peer's; memd's shim as "memd")
 //   heap       memd::Heap alloc/free, no hints
 //   heap-near  memd::Heap alloc_near(size, the node it follows, a page)
+//   std-list, hinted-list  the same on std::list over memd::Allocator, and
+//              on memd::hinted_list (client/hinted.h)
 // Prints "walk_ns_per_node=<x> churn_ns_per_op=<y> near_fraction=<z>" (z:
 // of the nodes made after another, those within a page of it).
 //
@@ -19,11 +21,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <list>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "client/allocators.h"
 #include "client/heap.h"
+#include "client/hinted.h"
 
 namespace {
 
@@ -55,12 +61,89 @@ struct Allocator {
   void free(void* p) { kind == kMalloc ? std::free(p) : heap->free(p); }
 };
 
+void report(double churn_s, double walk_s, size_t churn, uint64_t visited, uint64_t hinted, uint64_t landed_near,
+            size_t nodes, uint64_t sum) {
+  std::printf("walk_ns_per_node=%.3f churn_ns_per_op=%.2f near_fraction=%.3f nodes=%zu check=%llu\n",
+              walk_s * 1e9 / static_cast<double>(visited), churn_s * 1e9 / static_cast<double>(churn),
+              static_cast<double>(landed_near) / static_cast<double>(hinted), nodes,
+              static_cast<unsigned long long>(sum & 0xff));
+}
+
+bool within_a_page(const void* a, const void* b) {
+  auto d = reinterpret_cast<uintptr_t>(a) - reinterpret_cast<uintptr_t>(b);
+  return d + 4096 <= 8192;  // |a - b| <= 4096
+}
+
+// The same workload on a standard list (its node: two links and 48 bytes,
+// 64 B): std::list over memd::Allocator, or memd::hinted_list, whose
+// insertions hint the element they follow.
+struct Item {
+  uint32_t slot;  // index in the iterator array
+  uint32_t pad;
+  uint64_t payload[5];
+};
+
+template <class List>
+int run_list(List& list, memd::Heap& heap, size_t n, size_t churn, int walks) {
+  std::mt19937_64 rng(7);
+  std::vector<typename List::iterator> at;
+  std::vector<void*> others;
+  uint64_t hinted = 0, landed_near = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) others.push_back(heap.alloc(64));
+    list.push_back(Item{static_cast<uint32_t>(i), 0, {rng()}});
+    if (i > 0) ++hinted, landed_near += within_a_page(&list.back(), &*at.back());
+    at.push_back(std::prev(list.end()));
+  }
+  for (void*& p : others) {
+    if (rng() % 2 == 0) heap.free(p), p = nullptr;
+  }
+  double t0 = now_s();
+  for (size_t i = 0; i < churn; ++i) {
+    auto gone = std::next(at[rng() % at.size()]);
+    if (gone != list.end() && gone != list.begin()) {
+      uint32_t slot = gone->slot;
+      at[slot] = at.back();
+      at[slot]->slot = slot;
+      at.pop_back();
+      list.erase(gone);
+    }
+    auto before = at[rng() % at.size()];
+    auto x = list.insert(std::next(before), Item{static_cast<uint32_t>(at.size()), 0, {rng()}});
+    ++hinted, landed_near += within_a_page(&*x, &*before);
+    at.push_back(x);
+  }
+  double t1 = now_s();
+  uint64_t sum = 0, visited = 0;
+  for (int w = 0; w < walks; ++w) {
+    for (const Item& x : list) sum += x.payload[0], ++visited;
+  }
+  double t2 = now_s();
+  report(t1 - t0, t2 - t1, churn, visited, hinted, landed_near, list.size(), sum);
+  list.clear();
+  for (void* p : others) {
+    if (p != nullptr) heap.free(p);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s malloc|heap|heap-near N CHURN WALKS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s malloc|heap|heap-near|std-list|hinted-list N CHURN WALKS\n", argv[0]);
     return 2;
+  }
+  if (std::strcmp(argv[1], "std-list") == 0 || std::strcmp(argv[1], "hinted-list") == 0) {
+    auto made = memd::Heap::create();
+    if (!made.ok()) return 1;
+    size_t n = std::strtoul(argv[2], nullptr, 10), churn = std::strtoul(argv[3], nullptr, 10);
+    if (std::strcmp(argv[1], "std-list") == 0) {
+      std::list<Item, memd::Allocator<Item>> list{memd::Allocator<Item>(**made)};
+      return run_list(list, **made, n, churn, std::atoi(argv[4]));
+    }
+    memd::hinted_list<Item> list(**made);
+    return run_list(list, **made, n, churn, std::atoi(argv[4]));
   }
   std::unique_ptr<memd::Heap> heap;
   Allocator a{Allocator::kMalloc, nullptr};
@@ -85,8 +168,7 @@ int main(int argc, char** argv) {
     if (x == nullptr) std::abort();
     if (after != nullptr) {
       ++hinted;
-      auto d = reinterpret_cast<uintptr_t>(x) - reinterpret_cast<uintptr_t>(after);
-      landed_near += d + 4096 <= 8192;  // |d| <= 4096
+      landed_near += within_a_page(x, after);
     }
     x->slot = static_cast<uint32_t>(nodes.size());
     x->payload[0] = rng();
@@ -136,10 +218,7 @@ int main(int argc, char** argv) {
     } while (x != head);
   }
   double t2 = now_s();
-  std::printf("walk_ns_per_node=%.3f churn_ns_per_op=%.2f near_fraction=%.3f nodes=%zu check=%llu\n",
-              (t2 - t1) * 1e9 / visited, (t1 - t0) * 1e9 / static_cast<double>(churn),
-              static_cast<double>(landed_near) / static_cast<double>(hinted), nodes.size(),
-              static_cast<unsigned long long>(sum & 0xff));
+  report(t1 - t0, t2 - t1, churn, visited, hinted, landed_near, nodes.size(), sum);
   for (Node* x : nodes) a.free(x);
   for (void* p : others) {
     if (p != nullptr) a.free(p);

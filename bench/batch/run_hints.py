@@ -34,6 +34,8 @@ def main():
     rows, skipped = side_by_side.peer_rows(a.build)
     rows["memd::Heap, no hints"] = ("heap", None)
     rows["memd::Heap, alloc_near (a page)"] = ("heap-near", None)
+    rows["std::list over memd::Allocator"] = ("std-list", None)
+    rows["memd::hinted_list"] = ("hinted-list", None)
     load_before = os.getloadavg()
     results = side_by_side.run_rounds(binary, rows, {c: list(c) for c in CASES}, a.rounds)
     load_after = os.getloadavg()
@@ -46,7 +48,8 @@ def main():
         "others are freed (holes all over the heap); then the ring is churned (a random node's successor "
         "unlinked and freed, a new node linked after a random node) and walked. One process, one thread; every "
         f"round runs every row of every case; {a.rounds} rounds, medians; ratios to glibc taken per round, then "
-        "the median. *near*: of the nodes made after another, the fraction placed within a page of it. "
+        "the median. The std::list rows run the same operations on std::list over memd::Allocator and on "
+        "memd::hinted_list (client/hinted.h; its node is two links and 48 bytes). *near*: of the nodes made after another, the fraction placed within a page of it. "
         "Source: bench/batch/bench_hints.cc.",
         "",
     ]
@@ -64,10 +67,14 @@ def main():
                          f"{statistics.median(churn):.0f} | "
                          f"{side_by_side.paired_ratio(churn, base['churn_ns_per_op']):.2f}× | "
                          f"{statistics.median(m['near_fraction']):.2f} |")
-        plain, near = results[(case, "memd::Heap, no hints")], results[(case, "memd::Heap, alloc_near (a page)")]
-        lines += ["", "Hints against none on the same heap (paired per round): walk "
-                  f"{side_by_side.paired_ratio(plain['walk_ns_per_node'], near['walk_ns_per_node']):.2f}× as fast, "
-                  f"churn {side_by_side.paired_ratio(plain['churn_ns_per_op'], near['churn_ns_per_op']):.2f}× as fast.", ""]
+        lines.append("")
+        for what, (without, with_hints) in {"memd::Heap": ("memd::Heap, no hints", "memd::Heap, alloc_near (a page)"),
+                                            "the lists": ("std::list over memd::Allocator", "memd::hinted_list")}.items():
+            p, q = results[(case, without)], results[(case, with_hints)]
+            lines.append(f"Hints against none, {what} (paired per round): walk "
+                         f"{side_by_side.paired_ratio(p['walk_ns_per_node'], q['walk_ns_per_node']):.2f}× as fast, "
+                         f"churn {side_by_side.paired_ratio(p['churn_ns_per_op'], q['churn_ns_per_op']):.2f}× as fast.")
+        lines.append("")
     side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "hints", now[:10], "run_hints",
                                  write=not a.no_write)
 
