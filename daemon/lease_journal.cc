@@ -98,7 +98,8 @@ LeaseJournal::Seen LeaseJournal::look_up(uint32_t i, uint64_t request, JournalEn
 
 bool LeaseJournal::forget_grant(uint32_t i, uint64_t request, JournalEntry* grant) {
   if (i >= slots_ || request == 0) return false;
-  for (JournalEntry& e : slot(i).entries) {
+  SlotAnswers& s = slot(i);
+  for (JournalEntry& e : s.entries) {
     if (e.request != request) continue;
     JournalOp op = static_cast<JournalOp>(e.op);
     if ((op != JournalOp::kLease && op != JournalOp::kLeaseRun) || e.count == 0) return false;
@@ -106,7 +107,15 @@ bool LeaseJournal::forget_grant(uint32_t i, uint64_t request, JournalEntry* gran
     // Still known (so a late retry is not applied afresh), granting nothing.
     e.count = 0;
     e.code = static_cast<int32_t>(absl::StatusCode::kAborted);
+    e.abandoned = 1;
     return true;
+  }
+  if (request > s.floor) {
+    JournalEntry mark{};
+    mark.request = request;
+    mark.code = static_cast<int32_t>(absl::StatusCode::kAborted);
+    mark.abandoned = 1;
+    keep(s, mark);
   }
   return false;
 }
@@ -127,18 +136,19 @@ void LeaseJournal::granted(const uint32_t* pages, uint32_t n) {
   __atomic_store_n(&in.count, n, __ATOMIC_RELEASE);
 }
 
-void LeaseJournal::finish(uint32_t i, const JournalEntry& answer) {
-  if (answer.request != 0 && i < slots_) {
-    SlotAnswers& s = slot(i);
-    // The oldest answer makes room; its id and every one below it are then
-    // too old to be answered again.
-    JournalEntry* oldest = &s.entries[0];
-    for (JournalEntry& e : s.entries) {
-      if (e.request < oldest->request) oldest = &e;
-    }
-    if (oldest->request > s.floor) s.floor = oldest->request;
-    *oldest = answer;
+void LeaseJournal::keep(SlotAnswers& s, const JournalEntry& answer) {
+  // The oldest answer makes room; its id and every one below it are then
+  // too old to be answered again.
+  JournalEntry* oldest = &s.entries[0];
+  for (JournalEntry& e : s.entries) {
+    if (e.request < oldest->request) oldest = &e;
   }
+  if (oldest->request > s.floor) s.floor = oldest->request;
+  *oldest = answer;
+}
+
+void LeaseJournal::finish(uint32_t i, const JournalEntry& answer) {
+  if (answer.request != 0 && i < slots_) keep(slot(i), answer);
   // The answer is kept before the intent goes: a crash between leaves both,
   // and recovery goes by the answer.
   abandon_intent();

@@ -38,7 +38,8 @@ struct JournalEntry {
   uint64_t request;   // 0: empty
   uint8_t op;         // JournalOp
   uint8_t resized;    // ResizeRun's answer
-  uint16_t pad;
+  uint8_t abandoned;  // 1: its caller gave it up (it grants nothing when repeated)
+  uint8_t pad;
   int32_t code;       // absl::StatusCode of the answer
   uint32_t count;     // pages below (Lease: the blocks; LeaseRun: the run)
   uint32_t zeroed;    // bit i: pages[i] reads as zeros
@@ -90,8 +91,11 @@ class LeaseJournal {
   void bind(uint32_t slot, pid_t pid, uint64_t start_time);
   // Looks `request` up in `slot`'s answers.
   Seen look_up(uint32_t slot, uint64_t request, JournalEntry* answer) const;
-  // An answered Lease or LeaseRun the client gave up on: its entry is taken
-  // out and returned (false if there is none, or it granted nothing).
+  // A request the client gave up on. Answered, a Lease or LeaseRun's entry
+  // is returned (for its grant to be taken back) and kept granting nothing;
+  // not seen yet (still on its way, on another stream), it is marked, so that
+  // it is refused when it arrives instead of granting blocks nobody receives.
+  // False if there is no grant to take back.
   bool forget_grant(uint32_t slot, uint64_t request, JournalEntry* grant);
 
   // The call about to change the region (pages: a release's blocks).
@@ -115,6 +119,7 @@ class LeaseJournal {
   struct SlotAnswers;
   LeaseJournal() = default;
   SlotAnswers& slot(uint32_t i) const;
+  static void keep(SlotAnswers& s, const JournalEntry& answer);
 
   std::string path_;
   void* map_ = nullptr;

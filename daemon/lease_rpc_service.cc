@@ -59,6 +59,9 @@ RetryableCall retryable(const Target& t, const Caller& who, grpc::ServerContext*
 absl::Status replayed_status(const JournalEntry& e) {
   auto code = static_cast<absl::StatusCode>(e.code);
   if (code == absl::StatusCode::kOk) return absl::OkStatus();
+  if (e.abandoned != 0) {
+    return absl::AbortedError(absl::StrCat("request ", e.request, " was abandoned by its caller: it grants nothing"));
+  }
   return absl::Status(code, absl::StrCat("request ", e.request, " was answered before: ", absl::StatusCodeToString(code)));
 }
 

@@ -106,6 +106,29 @@ class RepeatedRequests(DaemonTest):
                 self.assertNotEqual(late.code, "OK", late)
         self.check_region()
 
+    def test_a_lease_abandoned_before_it_arrives_is_not_granted(self):
+        """Calls travel on separate streams: the call naming a request in
+        `abandon` can reach the daemon before the request itself (cancelled
+        by its caller after it was sent). Arriving late, it must be refused:
+        a grant then would go to nobody, charged to the client for ever."""
+        with hostile.Session(self.daemon.socket, "abandoner") as s:
+            r = self.open(s)
+            first = s.release(r.handle, [], request=1, abandon=[5, 6])
+            self.assertTrue(first.ok, first)
+            late = s.lease(r.handle, r.stash_owner, count=BATCH, request=5)
+            self.assertEqual(late.code, "ABORTED", late)
+            self.assertIn("abandoned", late.message)
+            late_run = s.lease_run(r.handle, 300, request=6)
+            self.assertEqual(late_run.code, "ABORTED", late_run)
+            self.assertEqual(s.blocks_charged(REGION), 0)
+            with hostile.Connection(self.daemon.socket) as c:
+                self.assertEqual(c.stat(REGION).response.pages_in_use, 0)
+            # Ids it did not abandon are served as usual.
+            fresh = s.lease(r.handle, r.stash_owner, count=BATCH, request=7)
+            self.assertTrue(fresh.ok, fresh)
+            self.assertEqual(s.blocks_charged(REGION), BATCH)
+        self.check_region()
+
 
 class CancelledLeases(DaemonTest):
     def test_what_a_client_holds_is_what_it_is_charged(self):
