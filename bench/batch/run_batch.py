@@ -7,7 +7,6 @@ bench/results/batch-<date>.md with the command, machine and tree.
 
   python3 bench/batch/run_batch.py --build build/release [--rounds 5] [--seconds 0.5]
 """
-import argparse
 import datetime
 import os
 import statistics
@@ -23,20 +22,13 @@ CASES = [(16, 64), (64, 64), (256, 64), (64, 1024), (1024, 64)]
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default="build/release")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=0.5)
-    ap.add_argument("--no-write", action="store_true", help="print only")
-    a = ap.parse_args()
-    binary = os.path.join(a.build, "bench", "batch", "bench_batch")
-    if not os.path.exists(binary):
-        sys.exit(f"run_batch: {binary} is missing (build the bench_batch target)")
+    a, binary, launcher = side_by_side.parse_args(
+        __doc__, "run_batch", "bench/batch/bench_batch", lambda ap: ap.add_argument("--seconds", type=float, default=0.5))
     rows, skipped = side_by_side.peer_rows(a.build)
     rows["memd::Heap single calls"] = ("heap-single", None)
     rows["memd::Heap alloc_batch/free_batch"] = ("heap-batch", None)
     load_before = os.getloadavg()
-    results = side_by_side.run_rounds(binary, rows, {c: [c[0], c[1], a.seconds] for c in CASES}, a.rounds)
+    results = side_by_side.run_rounds(launcher, binary, rows, {c: [c[0], c[1], a.seconds] for c in CASES}, a.rounds)
     ns = {key: measures["ns_per_object"] for key, measures in results.items()}
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()

@@ -7,7 +7,6 @@ bench/results/hints-<date>.md with the command, machine and tree.
 
   python3 bench/batch/run_hints.py --build build/release [--rounds 5]
 """
-import argparse
 import datetime
 import os
 import statistics
@@ -23,21 +22,14 @@ CASES = [(20000, 40000, 50), (200000, 400000, 5)]
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default="build/release")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--no-write", action="store_true", help="print only")
-    a = ap.parse_args()
-    binary = os.path.join(a.build, "bench", "batch", "bench_hints")
-    if not os.path.exists(binary):
-        sys.exit(f"run_hints: {binary} is missing (build the bench_hints target)")
+    a, binary, launcher = side_by_side.parse_args(__doc__, "run_hints", "bench/batch/bench_hints")
     rows, skipped = side_by_side.peer_rows(a.build)
     rows["memd::Heap, no hints"] = ("heap", None)
     rows["memd::Heap, alloc_near (a page)"] = ("heap-near", None)
     rows["std::list over memd::Allocator"] = ("std-list", None)
     rows["memd::hinted_list"] = ("hinted-list", None)
     load_before = os.getloadavg()
-    results = side_by_side.run_rounds(binary, rows, {c: list(c) for c in CASES}, a.rounds)
+    results = side_by_side.run_rounds(launcher, binary, rows, {c: list(c) for c in CASES}, a.rounds)
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     command = " ".join(["python3", "bench/batch/run_hints.py", "--build", a.build, "--rounds", str(a.rounds)])

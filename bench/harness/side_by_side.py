@@ -2,12 +2,12 @@
 the allocator to preload for it) for several cases, every row of every case
 in every round, and gives each measure's values per (case, row) in round
 order -- so a ratio can be taken within a round, then the median."""
+import argparse
 import os
 import statistics
-import subprocess
 import sys
 
-from . import allocators, result_files
+from . import allocators, launch, result_files
 
 
 def peer_rows(build_dir, mode="malloc"):
@@ -17,31 +17,49 @@ def peer_rows(build_dir, mode="malloc"):
     return {f"{x.name} malloc": (mode, x.preload) for x in usable}, skipped
 
 
-def _run_one(binary, mode, preload, args):
-    env = dict(os.environ)
-    if preload:
-        env["LD_PRELOAD"] = preload
-    out = subprocess.run([binary, mode] + [str(a) for a in args], capture_output=True, text=True, env=env,
-                         check=True).stdout
+def parse_args(doc, tool, binary_path, extra=None):
+    """The runners' common command line (--build, --rounds, --no-write, and
+    what `extra(parser)` adds). Returns (args, binary, launcher), the binary
+    being <build>/<binary_path>; exits when either is not built."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--build", default="build/release")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    if extra:
+        extra(ap)
+    a = ap.parse_args()
+    binary = os.path.join(a.build, binary_path)
+    launcher = os.path.join(a.build, "bench", "bench_launch")
+    for path in (binary, launcher):
+        if not os.path.exists(path):
+            sys.exit(f"{tool}: {path} is missing (build its target)")
+    return a, binary, launcher
+
+
+def _run_one(launcher, binary, mode, preload, args):
+    # Through bench_launch: the preload reaches the measured process alone,
+    # inherited MEMD_* settings are dropped, and a preload ld.so refused
+    # fails the run instead of silently measuring glibc.
+    out = launch.run(launcher, [binary, mode] + [str(a) for a in args], preload=preload)
+    if not out.ok:
+        raise RuntimeError(f"{os.path.basename(binary)} {mode} {args}: {out.error}\n{out.stderr_tail}")
     values = {}
-    for token in out.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            try:
-                values[key] = float(value)
-            except ValueError:
-                pass
+    for key, value in out.values.items():
+        try:
+            values[key] = float(value)
+        except ValueError:
+            pass
     return values
 
 
-def run_rounds(binary, rows, cases, rounds):
+def run_rounds(launcher, binary, rows, cases, rounds):
     """rows: {name: (mode, preload or None)}; cases: {case: [args after the
     mode]}. Returns {(case, row): {measure: [value per round]}}."""
     results = {(c, r): {} for c in cases for r in rows}
     for _ in range(rounds):
         for case, args in cases.items():
             for name, (mode, preload) in rows.items():
-                for key, value in _run_one(binary, mode, preload, args).items():
+                for key, value in _run_one(launcher, binary, mode, preload, args).items():
                     results[(case, name)].setdefault(key, []).append(value)
     return results
 
