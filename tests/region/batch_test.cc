@@ -36,13 +36,7 @@ class RegionBatchTest : public ::testing::TestWithParam<Discipline> {
   void TearDown() override { (void)Region::remove(name_, GetParam()); }
   std::unique_ptr<Region> make(Method m) {
     name_ = region_name(GetParam(), dir_, "batch");
-    RegionOptions o = small_options(GetParam());
-    o.method = m;
-    o.event_handler = Events::on;
-    o.event_context = &events_;
-    auto r = Region::create(name_, o);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? std::move(*r) : nullptr;
+    return make_method_region(name_, GetParam(), m, &events_);
   }
   static void ExpectDisjoint(Region& r, const std::vector<void*>& v, size_t size) {
     std::set<const void*> seen;

@@ -62,13 +62,7 @@ class DebugMethodTest : public ::testing::TestWithParam<Discipline> {
   void TearDown() override { (void)Region::remove(name_, GetParam()); }
   std::unique_ptr<Region> make(Method m) {
     name_ = region_name(GetParam(), dir_, "debug");
-    RegionOptions o = small_options(GetParam(), size_t{128} << 20);
-    o.method = m;
-    o.event_handler = Events::on;
-    o.event_context = &events_;
-    auto r = Region::create(name_, o);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? std::move(*r) : nullptr;
+    return make_method_region(name_, GetParam(), m, &events_, size_t{128} << 20);
   }
   // Serves r on a socket and runs fn(attached region, box) in a child;
   // returns the child's pid.

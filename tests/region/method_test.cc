@@ -36,13 +36,7 @@ class MethodTest : public ::testing::TestWithParam<Discipline> {
   void TearDown() override { (void)Region::remove(name_, GetParam()); }
   std::unique_ptr<Region> make(Method m, size_t bytes = size_t{64} << 20) {
     name_ = region_name(GetParam(), dir_, "method");
-    RegionOptions o = small_options(GetParam(), bytes);
-    o.method = m;
-    o.event_handler = Events::on;
-    o.event_context = &events_;
-    auto r = Region::create(name_, o);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? std::move(*r) : nullptr;
+    return make_method_region(name_, GetParam(), m, &events_, bytes);
   }
   // A region of method `m` served on a socket, with a root `Posts` in it.
   template <class Posts>

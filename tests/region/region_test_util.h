@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "region/region.h"
@@ -68,6 +69,19 @@ inline RegionOptions small_options(Discipline d, size_t bytes = size_t{64} << 20
   // Keep page-discard decisions out of the way of what the tests check.
   o.params.dirty_decay_ms = 1u << 30;
   return o;
+}
+
+// A region `name` of method `m` (small_options of `bytes`) whose kBadAddress
+// events `events` counts; null, with a test failure, if it cannot be made.
+inline std::unique_ptr<Region> make_method_region(const std::string& name, Discipline d, Method m, Events* events,
+                                                  size_t bytes = size_t{64} << 20) {
+  RegionOptions o = small_options(d, bytes);
+  o.method = m;
+  o.event_handler = Events::on;
+  o.event_context = events;
+  auto r = Region::create(name, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(*r) : nullptr;
 }
 
 }  // namespace memd::testing
