@@ -26,11 +26,25 @@ inline uint64_t& tag_of(char* p) { return *reinterpret_cast<uint64_t*>(p + 8); }
 // swapping it in at this very moment (a racing double free).
 inline uint64_t load_tag(char* p) { return __atomic_load_n(&tag_of(p), __ATOMIC_RELAXED); }
 
+// Takes object `p` out of B's free list, `link` being the word that names
+// it (b.free_head, or the link of the object before it). Owner only.
+inline char* block_unlink_free(BlockDesc& b, uint32_t* link, char* p) {
+  *link = link_of(p);
+  tag_of(p) = 0;
+  ++b.used;
+  return p;
+}
+
 // Takes the first object of B's free list, whose head the caller read.
 // REQUIRES: head == b.free_head != 0. Owner only.
 inline char* block_pop_free(BlockDesc& b, char* base, uint32_t head) {
-  char* p = base + head - 1;
-  b.free_head = link_of(p);
+  return block_unlink_free(b, &b.free_head, base + head - 1);
+}
+
+// Takes the next never-used object of B. REQUIRES: b.bump < b.end. Owner only.
+inline char* block_pop_bump(BlockDesc& b, char* base, uint32_t size) {
+  char* p = base + b.bump;
+  b.bump += size;
   tag_of(p) = 0;
   ++b.used;
   return p;
@@ -40,13 +54,7 @@ inline char* block_pop_free(BlockDesc& b, char* base, uint32_t head) {
 inline char* block_pop(BlockDesc& b, char* base, uint32_t size) {
   uint32_t head = b.free_head;
   if (__builtin_expect(head != 0, 1)) return block_pop_free(b, base, head);
-  if (b.bump < b.end) {
-    char* p = base + b.bump;
-    b.bump += size;
-    tag_of(p) = 0;
-    ++b.used;
-    return p;
-  }
+  if (b.bump < b.end) return block_pop_bump(b, base, size);
   return nullptr;
 }
 

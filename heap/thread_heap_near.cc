@@ -32,37 +32,25 @@ void* ThreadHeap::alloc_near(size_t size, const void* hint, size_t near_bytes) {
   char* base = data_ + (Offset{d.block} << kPageShift);
   ClassList& cl = class_list(cls);
   auto near = [&](const char* p) { return static_cast<uint64_t>(p > h ? p - h : h - p) <= near_bytes; };
-  // The first free objects of the block: one near enough is unlinked.
-  uint32_t* link = &b.free_head;
-  for (int probe = 0; probe < kNearProbes && *link != 0; ++probe) {
-    char* p = base + *link - 1;
-    if (near(p)) {
-      *link = link_of(p);
-      tag_of(p) = 0;
-      ++b.used;
-      sample_countdown_ -= static_cast<int64_t>(size);
-      count_one(cl.counts.allocs);
-      return p;
-    }
-    link = &link_of(p);
-  }
-  // Its bump space, if near enough; then, when the whole block counts as
+  // The first free objects of the block: one near enough is unlinked. Else
+  // its bump space, if near enough; else, when the whole block counts as
   // near, its first free object.
   char* p = nullptr;
-  if (b.bump < b.end && near(base + b.bump)) {
-    p = base + b.bump;
-    b.bump += cl.size;
-    tag_of(p) = 0;
-    ++b.used;
-  } else if (near_bytes >= b.end && b.free_head != 0) {
+  uint32_t* link = &b.free_head;
+  for (int probe = 0; probe < kNearProbes && *link != 0 && p == nullptr; ++probe) {
+    char* candidate = base + *link - 1;
+    if (near(candidate)) p = block_unlink_free(b, link, candidate);
+    else link = &link_of(candidate);
+  }
+  if (p == nullptr && b.bump < b.end && near(base + b.bump)) {
+    p = block_pop_bump(b, base, cl.size);
+  } else if (p == nullptr && near_bytes >= b.end && b.free_head != 0) {
     p = block_pop_free(b, base, b.free_head);
   }
-  if (p != nullptr) {
-    sample_countdown_ -= static_cast<int64_t>(size);
-    count_one(cl.counts.allocs);
-    return p;
-  }
-  return alloc(size);
+  if (p == nullptr) return alloc(size);
+  sample_countdown_ -= static_cast<int64_t>(size);
+  count_one(cl.counts.allocs);
+  return p;
 }
 
 }  // namespace memd::heap
