@@ -44,4 +44,6 @@ bool AnonymousSource::move(size_t from, size_t to, size_t len) {
   return moved != MAP_FAILED;
 }
 
+bool AnonymousSource::advise_huge_pages() { return madvise(base_, bytes_, MADV_HUGEPAGE) == 0; }
+
 }  // namespace memd::disciplines

@@ -29,6 +29,9 @@ class AnonymousSource final : public heap::MemorySource {
   // mremap with MREMAP_DONTUNMAP: the page tables move, the old range stays
   // mapped (and reads as zero), so a failure anywhere leaves no hole.
   bool move(size_t from, size_t to, size_t len) override;
+  // Asks for transparent huge pages over the whole reservation
+  // (MADV_HUGEPAGE). False with errno if the kernel refuses.
+  bool advise_huge_pages();
 
  private:
   char* base_ = nullptr;

@@ -11,6 +11,7 @@
 
 #include "region/thread_heap_pool.h"
 #include "region/page_heap_owner.h"
+#include "region/prefaulting_blocks.h"
 #include "disciplines/anonymous.h"
 #include "heap/inspect.h"
 #include "heap/layout.h"
@@ -23,6 +24,8 @@ struct ArenaOptions {
   size_t reserve_bytes = size_t{64} << 30;  // address space; memory is committed as used
   uint32_t max_threads = 1024;              // thread heaps alive at once
   heap::HeapParams params;
+  bool prefault = false;    // populate fresh blocks and runs at once (prefaulting_blocks.h)
+  bool huge_pages = false;  // transparent huge pages for the whole reservation
 };
 
 class Arena final : public ThreadHeapHost {
@@ -40,6 +43,8 @@ class Arena final : public ThreadHeapHost {
   const heap::SizeClasses& classes() const { return pages_.classes(); }
   bool contains(const void* p) const { return pages_.region().contains(p); }
   PageHeapOwner& pages() { return pages_; }
+  // Pages populated ahead of use (ArenaOptions::prefault).
+  uint64_t pages_prefaulted() const { return prefault_.pages_populated(); }
 
   void purge_all() { pages_.purge_all(); }
   void sweep_abandoned() { pages_.sweep_abandoned(); }
@@ -59,6 +64,7 @@ class Arena final : public ThreadHeapHost {
 
   disciplines::AnonymousSource source_;
   PageHeapOwner pages_;
+  PrefaultingBlocks prefault_;  // between the thread heaps and pages_ when asked for
   ThreadHeapPool threads_;
 };
 

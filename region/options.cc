@@ -31,6 +31,8 @@ constexpr Option kOptions[] = {
     {"MEMD_MEDIUM_MAX", "16384", "largest medium (segregated, headerless) object; a class size"},
     {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
     {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block (at most 2048)"},
+    {"MEMD_PREFAULT", "0", "1: populate fresh blocks and big runs in one call instead of a fault per page"},
+    {"MEMD_THP", "0", "1: transparent huge pages for the process heap (fewer faults and TLB misses, RSS in 2 MiB steps)"},
     {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
     {"MEMD_QUIET", "0", "1: do not report heap errors on stderr"},
     {"MEMD_TELEMETRY", "", "1: report to memd (default: on for its clients, off for the process heap)"},
@@ -114,6 +116,8 @@ ArenaOptions process_arena_options() {
   o.params.medium_max = static_cast<uint32_t>(number("MEMD_MEDIUM_MAX"));
   o.params.large_max = static_cast<uint32_t>(number("MEMD_LARGE_MAX"));
   o.params.large_block_pages = static_cast<uint32_t>(number("MEMD_LARGE_BLOCK_PAGES"));
+  o.prefault = number("MEMD_PREFAULT") != 0;
+  o.huge_pages = number("MEMD_THP") != 0;
   // A bad setting must not take the program down with it: say so, and run
   // with the defaults it would otherwise have had.
   if (!heap::params_valid(o.params)) {

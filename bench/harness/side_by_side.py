@@ -36,11 +36,11 @@ def parse_args(doc, tool, binary_path, extra=None):
     return a, binary, launcher
 
 
-def _run_one(launcher, binary, mode, preload, args):
+def _run_one(launcher, binary, mode, preload, env, args):
     # Through bench_launch: the preload reaches the measured process alone,
     # inherited MEMD_* settings are dropped, and a preload ld.so refused
     # fails the run instead of silently measuring glibc.
-    out = launch.run(launcher, [binary, mode] + [str(a) for a in args], preload=preload)
+    out = launch.run(launcher, [binary, mode] + [str(a) for a in args], preload=preload, env=env)
     if not out.ok:
         raise RuntimeError(f"{os.path.basename(binary)} {mode} {args}: {out.error}\n{out.stderr_tail}")
     values = {}
@@ -49,17 +49,22 @@ def _run_one(launcher, binary, mode, preload, args):
             values[key] = float(value)
         except ValueError:
             pass
+    # The process's own page faults and peak resident memory (wait4).
+    values["minflt"], values["maxrss_kib"] = float(out.minflt), float(out.maxrss_kib)
     return values
 
 
 def run_rounds(launcher, binary, rows, cases, rounds):
-    """rows: {name: (mode, preload or None)}; cases: {case: [args after the
-    mode]}. Returns {(case, row): {measure: [value per round]}}."""
+    """rows: {name: (mode, preload or None[, env for the workload])}; cases:
+    {case: [args after the mode]}. Returns {(case, row): {measure: [value per
+    round]}}, the measures being the binary's key=value output, minflt and
+    maxrss_kib."""
     results = {(c, r): {} for c in cases for r in rows}
     for _ in range(rounds):
         for case, args in cases.items():
-            for name, (mode, preload) in rows.items():
-                for key, value in _run_one(launcher, binary, mode, preload, args).items():
+            for name, row in rows.items():
+                mode, preload, env = (tuple(row) + (None,))[:3]
+                for key, value in _run_one(launcher, binary, mode, preload, env, args).items():
                     results[(case, name)].setdefault(key, []).append(value)
     return results
 

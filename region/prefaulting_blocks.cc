@@ -1,0 +1,52 @@
+#include "region/prefaulting_blocks.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+
+namespace memd::region {
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
+#endif
+
+void PrefaultingBlocks::init(heap::BlockSource* inner, const heap::Region& region) {
+  inner_ = inner;
+  region_ = region;
+}
+
+void PrefaultingBlocks::populate(heap::PageIndex first, heap::PageCount pages) {
+  if (pages.value == 0 || !available_.load(std::memory_order_relaxed)) return;
+  int saved = errno;  // a failure here is not the caller's
+  if (madvise(region_.page_address(first), pages.bytes(), MADV_POPULATE_WRITE) == 0) {
+    populated_.fetch_add(pages.value, std::memory_order_relaxed);
+  } else if (errno == EINVAL) {
+    available_.store(false, std::memory_order_relaxed);
+  }
+  // ENOMEM and the like: the pages fault in as the program touches them,
+  // which reports the shortage the usual way.
+  errno = saved;
+}
+
+heap::AcquiredBlock PrefaultingBlocks::acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) {
+  heap::AcquiredBlock got = inner_->acquire(kind, cls, owner);
+  if (got.first != heap::kNoPage && got.zeroed) populate(got.first, region_.block(got.first).pages);
+  return got;
+}
+
+heap::AcquiredBlock PrefaultingBlocks::acquire_huge(heap::PageCount pages, heap::PageCount align) {
+  heap::AcquiredBlock got = inner_->acquire_huge(pages, align);
+  if (got.first != heap::kNoPage && got.zeroed) populate(got.first, pages);
+  return got;
+}
+
+bool PrefaultingBlocks::resize_huge(heap::PageIndex first, heap::PageCount want, bool* zeroed) {
+  heap::PageCount had = region_.block(first).pages;
+  if (!inner_->resize_huge(first, want, zeroed)) return false;
+  if (want.value > had.value && *zeroed) {
+    populate(heap::PageIndex{first.value + had.value}, heap::PageCount{want.value - had.value});
+  }
+  return true;
+}
+
+}  // namespace memd::region
