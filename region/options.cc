@@ -31,7 +31,7 @@ constexpr Option kOptions[] = {
     {"MEMD_MEDIUM_MAX", "16384", "largest medium (segregated, headerless) object; a class size"},
     {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
     {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block (at most 2048)"},
-    {"MEMD_PREFAULT", "0", "1: populate fresh blocks and big runs in one call instead of a fault per page"},
+    {"MEMD_PREFAULT", "0", "1: populate fresh blocks and big runs (of the heap and of regions) in one call instead of a fault per page"},
     {"MEMD_THP", "0", "1: transparent huge pages for the process heap (fewer faults and TLB misses, RSS in 2 MiB steps)"},
     {"MEMD_ABORT_ON_ERROR", "0", "1: abort on an invalid or double free instead of reporting it"},
     {"MEMD_QUIET", "0", "1: do not report heap errors on stderr"},
@@ -100,6 +100,8 @@ uint64_t roots_lock_timeout_ms() {
   return ms > 0 ? static_cast<uint64_t>(ms) : std::strtoull(default_of("MEMD_ROOTS_LOCK_TIMEOUT_MS"), nullptr, 10);
 }
 
+bool prefault_enabled() { return number("MEMD_PREFAULT") != 0; }
+
 ArenaOptions process_arena_options() {
   ArenaOptions o;
   o.reserve_bytes = size_t{number("MEMD_RESERVE_GB")} << 30;
@@ -116,7 +118,7 @@ ArenaOptions process_arena_options() {
   o.params.medium_max = static_cast<uint32_t>(number("MEMD_MEDIUM_MAX"));
   o.params.large_max = static_cast<uint32_t>(number("MEMD_LARGE_MAX"));
   o.params.large_block_pages = static_cast<uint32_t>(number("MEMD_LARGE_BLOCK_PAGES"));
-  o.prefault = number("MEMD_PREFAULT") != 0;
+  o.prefault = prefault_enabled();
   o.huge_pages = number("MEMD_THP") != 0;
   // A bad setting must not take the program down with it: say so, and run
   // with the defaults it would otherwise have had.

@@ -45,6 +45,10 @@ TelemetrySettings telemetry_settings();
 // bad value is reported, and the default stands.
 uint64_t roots_lock_timeout_ms();
 
+// MEMD_PREFAULT: whether this process populates the fresh blocks and runs
+// it takes, in its own heap and in every region it allocates in.
+bool prefault_enabled();
+
 // Where memd listens unless told otherwise, decided here once for the
 // daemon and libmemd alike, and never relative to the working directory (a
 // program started anywhere finds the daemon): $MEMD_SOCKET, else the user's

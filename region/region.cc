@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "region/arena.h"
+#include "region/options.h"
 #include "region/region_allocator.h"
 #include "region/region_impl.h"
 #include "heap/recovery.h"
@@ -145,6 +146,10 @@ absl::Status start_leasing(RegionImpl* r, const region::ClientLease& lease) {
 
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
   impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
+  if (region::prefault_enabled()) {
+    impl->prefault.init(source, impl->region);
+    source = &impl->prefault;
+  }
   if (!impl->pool.init(impl->region, impl->classes.get(), source, holder)) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot map thread heaps: ", std::strerror(errno)));
   }

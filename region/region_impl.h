@@ -15,6 +15,7 @@
 #include "region/lease_socket.h"
 #include "region/thread_heap_pool.h"
 #include "region/page_heap_owner.h"
+#include "region/prefaulting_blocks.h"
 #include "region/region.h"
 #include "region/thread_heaps.h"
 #include "disciplines/shared_source.h"
@@ -49,6 +50,7 @@ class RegionImpl {
   // Client side.
   std::unique_ptr<region::LeaseChannel> channel;
   std::unique_ptr<region::LeasedBlocks> leased;
+  region::PrefaultingBlocks prefault;  // between the thread heaps and their source (MEMD_PREFAULT)
   region::ClientLease lease{};
 
   region::ThreadHeapPool pool;

@@ -1,8 +1,10 @@
 // Prefaulting (region/prefaulting_blocks.h) and huge pages on an arena:
-// fresh blocks and runs are resident before the program touches them, only
+// fresh blocks and runs are mapped before the program touches them, only
 // when asked for, and what the heap hands out is unchanged (zeros where it
 // promises them, data across a growing resize).
-#include <sys/mman.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,19 +15,27 @@
 
 #include "heap/thread_heap.h"
 #include "region/arena.h"
+#include "region/region.h"
+#include "region_test_util.h"
 
 namespace memd::region {
 namespace {
 
-// Resident pages of [p, p + bytes), by mincore, without touching them.
-size_t resident_pages(const void* p, size_t bytes) {
+// Pages of [p, p + bytes) mapped in this process's page table, by
+// /proc/self/pagemap (bit 63: present), without touching them. (mincore
+// would say only whether a shared object has the pages, which a shared
+// region allocates with the run; what prefaulting adds is the mapping.)
+size_t mapped_pages(const void* p, size_t bytes) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  size_t n = (reinterpret_cast<uintptr_t>(p) + bytes - start + page - 1) / page;
-  std::vector<unsigned char> in(n);
-  if (mincore(reinterpret_cast<void*>(start), n * page, in.data()) != 0) return SIZE_MAX;
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SIZE_MAX;
   size_t count = 0;
-  for (unsigned char c : in) count += c & 1;
+  uintptr_t first = reinterpret_cast<uintptr_t>(p) / page;
+  std::vector<uint64_t> entries((bytes + page - 1) / page);
+  ssize_t got = pread(fd, entries.data(), entries.size() * sizeof(uint64_t), static_cast<off_t>(first * 8));
+  close(fd);
+  if (got != static_cast<ssize_t>(entries.size() * sizeof(uint64_t))) return SIZE_MAX;
+  for (uint64_t e : entries) count += (e >> 63) & 1;
   return count;
 }
 
@@ -52,7 +62,7 @@ size_t opaque(size_t n) {
   return v;
 }
 
-TEST(PrefaultTest, AFreshRunIsResidentBeforeItIsTouchedOnlyWhenAskedFor) {
+TEST(PrefaultTest, AFreshRunIsMappedBeforeItIsTouchedOnlyWhenAskedFor) {
   for (bool prefault : {false, true}) {
     ArenaPtr a = make_arena(prefault);
     ASSERT_NE(a, nullptr);
@@ -61,12 +71,12 @@ TEST(PrefaultTest, AFreshRunIsResidentBeforeItIsTouchedOnlyWhenAskedFor) {
     void* p = h->alloc(opaque(kRun));
     ASSERT_NE(p, nullptr);
     size_t pages = kRun / static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t resident = resident_pages(p, kRun);
+    size_t mapped = mapped_pages(p, kRun);
     if (prefault) {
-      EXPECT_EQ(resident, pages);
+      EXPECT_EQ(mapped, pages);
       EXPECT_GE(a->pages_prefaulted(), kRun >> 12);
     } else {
-      EXPECT_LT(resident, pages / 8) << "pages resident without prefaulting";
+      EXPECT_EQ(mapped, 0u) << "pages mapped without prefaulting";
       EXPECT_EQ(a->pages_prefaulted(), 0u);
     }
     // Populated pages read as zero, as fresh ones do.
@@ -127,6 +137,60 @@ TEST(PrefaultTest, AGrowingResizeKeepsItsDataAndZeroesTheRest) {
     a->detach_thread(h);
   }
 }
+
+// MEMD_PREFAULT reaches the regions a process allocates in: the owner's
+// own allocations and an attached process's leased blocks and runs.
+class SharedPrefaultTest : public ::testing::TestWithParam<Discipline> {
+ protected:
+  void TearDown() override {
+    unsetenv("MEMD_PREFAULT");
+    if (!name_.empty()) (void)Region::remove(name_, GetParam());
+  }
+  testing::TempDir dir_;
+  std::string name_;
+  testing::Events events_;
+};
+
+TEST_P(SharedPrefaultTest, OwnerAndAttachedProcessFindFreshRunsMappedOnlyWhenAskedFor) {
+  size_t pages = kRun / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (bool prefault : {false, true}) {
+    SCOPED_TRACE(prefault ? "MEMD_PREFAULT=1" : "MEMD_PREFAULT=0");
+    setenv("MEMD_PREFAULT", prefault ? "1" : "0", 1);
+    name_ = testing::region_name(GetParam(), dir_, "prefault");
+    auto r = testing::make_method_region(name_, GetParam(), Method::kBest, &events_, size_t{128} << 20);
+    ASSERT_NE(r, nullptr);
+    void* own = r->alloc(opaque(kRun));
+    ASSERT_NE(own, nullptr);
+    EXPECT_EQ(mapped_pages(own, kRun), prefault ? pages : 0);
+    std::string sock = dir_.file(prefault ? "owner1.sock" : "owner0.sock");
+    ASSERT_TRUE(r->serve(sock).ok());
+    fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto a = Region::attach(name_, GetParam(), sock);
+      if (!a.ok()) _exit(10);
+      void* p = (*a)->alloc(opaque(kRun));
+      if (p == nullptr) _exit(11);
+      if (mapped_pages(p, kRun) != (prefault ? pages : 0)) _exit(12);
+      for (size_t i = 0; i < kRun; i += 4096) {
+        if (static_cast<const char*>(p)[i] != 0) _exit(13);
+      }
+      (*a)->free(p);
+      a->reset();
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    r->free(own);
+    EXPECT_TRUE(r->check().ok()) << r->check();
+    r.reset();
+    (void)Region::remove(name_, GetParam());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, SharedPrefaultTest, ::testing::Values(Discipline::kShm, Discipline::kFile),
+                         testing::discipline_test_name);
 
 }  // namespace
 }  // namespace memd::region
