@@ -15,8 +15,14 @@ void PrefaultingBlocks::init(heap::BlockSource* inner, const heap::Region& regio
   region_ = region;
 }
 
+// Below this, a range is left to fault: one madvise costs about what the
+// faults of a few pages do, and small blocks made the build of 64-byte
+// objects 1.18x slower populated one page at a time
+// (bench/results/prefault-2026-11-27.md, before this bound).
+constexpr uint32_t kMinPages = 8;
+
 void PrefaultingBlocks::populate(heap::PageIndex first, heap::PageCount pages) {
-  if (pages.value == 0 || !available_.load(std::memory_order_relaxed)) return;
+  if (pages.value < kMinPages || !available_.load(std::memory_order_relaxed)) return;
   int saved = errno;  // a failure here is not the caller's
   if (madvise(region_.page_address(first), pages.bytes(), MADV_POPULATE_WRITE) == 0) {
     populated_.fetch_add(pages.value, std::memory_order_relaxed);

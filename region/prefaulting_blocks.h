@@ -3,6 +3,8 @@
 // comes with pages never touched (zeroed) is populated with one
 // madvise(MADV_POPULATE_WRITE) instead of one page fault per page as the
 // program first writes it: the kernel maps the whole range in one pass.
+// Ranges of fewer than 8 pages (small and medium blocks) are left to fault:
+// there the call costs more than it saves.
 // It costs memory only where the heap would have touched the pages anyway
 // (a block is bump-allocated front to back; a huge run is the program's),
 // except for a huge run the program never writes in full.

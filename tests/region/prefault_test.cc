@@ -87,22 +87,22 @@ TEST(PrefaultTest, AFreshRunIsMappedBeforeItIsTouchedOnlyWhenAskedFor) {
   }
 }
 
-TEST(PrefaultTest, FreshSmallBlocksArePopulatedAndObjectsStayIntact) {
+TEST(PrefaultTest, FreshBlocksArePopulatedAndObjectsStayIntact) {
   ArenaPtr a = make_arena(true);
   ASSERT_NE(a, nullptr);
   heap::ThreadHeap* h = a->attach_thread();
   ASSERT_NE(h, nullptr);
   std::vector<char*> objects;
-  for (int i = 0; i < 20000; ++i) {
-    size_t size = 16 + (i % 50) * 48;
+  for (int i = 0; i < 4000; ++i) {
+    size_t size = 16 + (i % 50) * 640;  // up to 31 KiB: small, medium and large blocks
     char* p = static_cast<char*>(h->alloc(opaque(size)));
     ASSERT_NE(p, nullptr);
     std::memset(p, i & 0xff, size);
     objects.push_back(p);
   }
   EXPECT_GT(a->pages_prefaulted(), 0u);
-  for (int i = 0; i < 20000; ++i) {
-    size_t size = 16 + (i % 50) * 48;
+  for (int i = 0; i < 4000; ++i) {
+    size_t size = 16 + (i % 50) * 640;  // up to 31 KiB: small, medium and large blocks
     for (size_t k = 0; k < size; ++k) ASSERT_EQ(static_cast<unsigned char>(objects[i][k]), i & 0xff) << i;
     h->free(objects[i]);
   }
