@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(TOP, "bench"))
 from harness import allocators, machine, side_by_side  # noqa: E402
 
 # (workload, MiB of fresh memory)
-CASES = [("arrays", 512), ("objects", 256)]
+CASES = [("arrays", 512), ("objects", 256), ("objects", 2)]
 VARIANTS = {"memd MEMD_PREFAULT=1": {"MEMD_PREFAULT": "1"}, "memd MEMD_THP=1": {"MEMD_THP": "1"},
             "memd MEMD_PREFAULT=1 MEMD_THP=1": {"MEMD_PREFAULT": "1", "MEMD_THP": "1"}}
 
@@ -41,7 +41,7 @@ def main():
     for name, env in VARIANTS.items():
         rows[name] = ("malloc", shim, env)
     load_before = os.getloadavg()
-    results = side_by_side.run_rounds(launcher, binary, rows, {c: list(c) for c in CASES}, a.rounds)
+    results = side_by_side.run_rounds(launcher, binary, rows, {c: list(c) for c in CASES}, a.rounds, warm=True)
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     command = " ".join(["python3", "bench/batch/run_prefault.py", "--build", a.build, "--rounds", str(a.rounds)])
@@ -49,10 +49,12 @@ def main():
                                   now, command, allocators.PEER_PACKAGES, TOP, load_before, load_after)
     lines += [
         "One process per run, fresh memory only (nothing is freed before the end): `arrays` allocates 4 MiB "
-        "arrays and writes each in full; `objects` allocates 64-byte objects and writes 16 bytes of each. "
+        "arrays and writes each in full; `objects` allocates 64-byte objects and writes 16 bytes of each (2 MiB of them: a small program, where "
+        "huge pages cost resident memory). "
         "ns per 4 KiB page of the workload (its own clock), minor page faults and peak RSS of the process (wait4). "
-        f"Median of {a.rounds} rounds; every round runs every row of every case; ratios taken per round, then the "
-        "median. memd rows run the shim (libmemd-malloc.so); the option rows differ from `memd malloc` by their "
+        f"Median of {a.rounds} rounds; every round runs every row of every case, each "
+        "measured run right after an unmeasured one of the same row (on this virtual machine the first run to use "
+        "huge pages after runs on small ones pays the host's first touch of that memory, several times the rest); ratios taken per round, then the median. memd rows run the shim (libmemd-malloc.so); the option rows differ from `memd malloc` by their "
         f"environment only. Transparent huge pages on this machine: `{thp_mode()}`. Source: "
         "bench/batch/bench_prefault.cc.",
         "",

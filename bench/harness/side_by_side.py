@@ -54,16 +54,22 @@ def _run_one(launcher, binary, mode, preload, env, args):
     return values
 
 
-def run_rounds(launcher, binary, rows, cases, rounds):
+def run_rounds(launcher, binary, rows, cases, rounds, warm=False):
     """rows: {name: (mode, preload or None[, env for the workload])}; cases:
     {case: [args after the mode]}. Returns {(case, row): {measure: [value per
     round]}}, the measures being the binary's key=value output, minflt and
-    maxrss_kib."""
+    maxrss_kib. `warm`: each measured run follows an unmeasured one of the
+    same row, for workloads where a row would pay for the one before it
+    (fresh memory on a virtual machine: the first run to use huge pages
+    after runs on small ones pays the host's first touch of that memory,
+    several times the rest)."""
     results = {(c, r): {} for c in cases for r in rows}
     for _ in range(rounds):
         for case, args in cases.items():
             for name, row in rows.items():
                 mode, preload, env = (tuple(row) + (None,))[:3]
+                if warm:
+                    _run_one(launcher, binary, mode, preload, env, args)
                 for key, value in _run_one(launcher, binary, mode, preload, env, args).items():
                     results[(case, name)].setdefault(key, []).append(value)
     return results
