@@ -21,13 +21,16 @@ from harness import allocators, machine, side_by_side  # noqa: E402
 CASES = [(20000, 40000, 50), (200000, 400000, 5)]
 
 
+def memd_rows():
+    """The rows on memd's C++ API, without and with hints: {name: (mode, None)}."""
+    return {"memd::Heap, no hints": ("heap", None), "memd::Heap, alloc_near (a page)": ("heap-near", None),
+            "std::list over memd::Allocator": ("std-list", None), "memd::hinted_list": ("hinted-list", None)}
+
+
 def main():
     a, binary, launcher = side_by_side.parse_args(__doc__, "run_hints", "bench/batch/bench_hints")
     rows, skipped = side_by_side.peer_rows(a.build)
-    rows["memd::Heap, no hints"] = ("heap", None)
-    rows["memd::Heap, alloc_near (a page)"] = ("heap-near", None)
-    rows["std::list over memd::Allocator"] = ("std-list", None)
-    rows["memd::hinted_list"] = ("hinted-list", None)
+    rows.update(memd_rows())
     load_before = os.getloadavg()
     results = side_by_side.run_rounds(launcher, binary, rows, {c: list(c) for c in CASES}, a.rounds)
     load_after = os.getloadavg()
