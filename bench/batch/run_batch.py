@@ -44,8 +44,7 @@ def main():
         "the same binary with the allocator preloaded (memd: libmemd-malloc.so). Source: bench/batch/bench_batch.cc.",
         "",
     ]
-    if skipped:
-        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    lines += side_by_side.skipped_lines(skipped)
     for case in CASES:
         lines += [f"### {case[0]} B objects, {case[1]} per batch", "", "| row | ns/object | vs glibc malloc |",
                   "|---|---:|---:|"]

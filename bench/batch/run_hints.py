@@ -48,8 +48,7 @@ def main():
         "Source: bench/batch/bench_hints.cc.",
         "",
     ]
-    if skipped:
-        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    lines += side_by_side.skipped_lines(skipped)
     for case in CASES:
         lines += [f"### {case[0]} nodes, {case[1]} churn operations, {case[2]} walks", "",
                   "| row | walk ns/node | vs glibc | churn ns/op | vs glibc | near |", "|---|---:|---:|---:|---:|---:|"]

@@ -59,8 +59,7 @@ def main():
         "bench/batch/bench_prefault.cc.",
         "",
     ]
-    if skipped:
-        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    lines += side_by_side.skipped_lines(skipped)
     for case in CASES:
         lines += [f"### {case[0]}, {case[1]} MiB", "",
                   "| row | ns/page | vs memd defaults | vs glibc malloc | minor faults | peak RSS MiB |",

@@ -70,8 +70,7 @@ def main():
         "made after another, the fraction placed within a page of it. Source: bench/batch/bench_hints.cc.",
         "",
     ]
-    if skipped:
-        lines += [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+    lines += side_by_side.skipped_lines(skipped)
     lines += ["| row | L1 read misses/node | LL read misses/node | near |", "|---|---:|---:|---:|"]
     lines += [f"| {n} | {d1:.3f} | {ll:.3f} | {near:.2f} |" for n, d1, ll, near in table]
     side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "hints-cachesim", now[:10],

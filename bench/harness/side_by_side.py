@@ -75,6 +75,13 @@ def run_rounds(launcher, binary, rows, cases, rounds, warm=False):
     return results
 
 
+def skipped_lines(skipped):
+    """The report's line naming the allocators not run, and why (none: [])."""
+    if not skipped:
+        return []
+    return [f"Skipped: {', '.join(f'{k} ({v})' for k, v in skipped.items())}", ""]
+
+
 def paired_ratio(values, base):
     """The median over rounds of values[i] / base[i]."""
     return statistics.median(v / b for v, b in zip(values, base))
