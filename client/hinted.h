@@ -2,9 +2,10 @@
 // library). libstdc++'s node containers never pass allocate() a hint, so
 // the hint travels beside the call: HintedAllocator reads it from a small
 // state its copies and rebinds share, and memd::hinted_list sets it to
-// the element a new node will follow before each insertion. The node then
+// the element a new node will follow before each insertion; hinted_set and
+// hinted_map set it to the new key's neighbour in key order. The node then
 // lands near that element when the element's block has room
-// (Heap::alloc_near, within a page), and a walk in list order touches fewer
+// (Heap::alloc_near, within a page), and a walk in order touches fewer
 // pages. A hint is advice: a stale one (its element erased) costs a look,
 // never correctness.
 #pragma once
@@ -12,8 +13,12 @@
 #include <atomic>
 #include <cstddef>
 #include <limits>
+#include <functional>
 #include <list>
+#include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <new>
 #include <utility>
 
@@ -101,6 +106,75 @@ class hinted_list : public std::list<T, HintedAllocator<T>> {
     else if (pos != this->cend()) near = &*pos;
     this->get_allocator().hint(near);
   }
+};
+
+// The element a new key of `tree` (a std::set or std::map) sits by in
+// order: the first not less than it, else the last. Returned with the
+// position to insert at (std::set/map's insertion hint as well).
+template <class Tree, class Key>
+std::pair<typename Tree::iterator, const void*> neighbour_in_order(Tree& tree, const Key& key) {
+  auto at = tree.lower_bound(key);
+  if (at != tree.end()) return {at, &*at};
+  return {at, tree.empty() ? nullptr : static_cast<const void*>(&*std::prev(at))};
+}
+
+// std::set whose insertions hint the new key's neighbour in key order, so
+// that an in-order walk (iteration, range queries) finds neighbours on the
+// same pages. insert and emplace search once, for the hint and the
+// position together. Everything else is std::set's.
+template <class Key, class Compare = std::less<Key>>
+class hinted_set : public std::set<Key, Compare, HintedAllocator<Key>> {
+  using base = std::set<Key, Compare, HintedAllocator<Key>>;
+
+ public:
+  using typename base::iterator;
+  explicit hinted_set(Heap& heap, const Compare& less = Compare()) : base(less, HintedAllocator<Key>(heap)) {}
+
+  std::pair<iterator, bool> insert(const Key& key) { return insert_hinted(key); }
+  std::pair<iterator, bool> insert(Key&& key) { return insert_hinted(std::move(key)); }
+  template <class... Args>
+  std::pair<iterator, bool> emplace(Args&&... args) {
+    return insert_hinted(Key(std::forward<Args>(args)...));
+  }
+
+ private:
+  template <class K>
+  std::pair<iterator, bool> insert_hinted(K&& key) {
+    auto [at, near] = neighbour_in_order(*this, key);
+    if (at != this->end() && !this->key_comp()(key, *at)) return {at, false};  // there already
+    this->get_allocator().hint(near);
+    return {base::emplace_hint(at, std::forward<K>(key)), true};
+  }
+};
+
+// std::map whose insertions (insert, emplace, try_emplace, operator[])
+// hint the new key's neighbour in key order; see hinted_set.
+template <class Key, class T, class Compare = std::less<Key>>
+class hinted_map : public std::map<Key, T, Compare, HintedAllocator<std::pair<const Key, T>>> {
+  using base = std::map<Key, T, Compare, HintedAllocator<std::pair<const Key, T>>>;
+
+ public:
+  using typename base::iterator;
+  using typename base::value_type;
+  explicit hinted_map(Heap& heap, const Compare& less = Compare())
+      : base(less, HintedAllocator<value_type>(heap)) {}
+
+  template <class... Args>
+  std::pair<iterator, bool> try_emplace(const Key& key, Args&&... args) {
+    auto [at, near] = neighbour_in_order(*this, key);
+    if (at != this->end() && !this->key_comp()(key, at->first)) return {at, false};
+    this->get_allocator().hint(near);
+    return {base::emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key),
+                               std::forward_as_tuple(std::forward<Args>(args)...)),
+            true};
+  }
+  std::pair<iterator, bool> insert(const value_type& v) { return try_emplace(v.first, v.second); }
+  template <class... Args>
+  std::pair<iterator, bool> emplace(Args&&... args) {
+    value_type v(std::forward<Args>(args)...);
+    return try_emplace(v.first, std::move(v.second));
+  }
+  T& operator[](const Key& key) { return try_emplace(key).first->second; }
 };
 
 }  // namespace memd
