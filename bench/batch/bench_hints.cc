@@ -11,6 +11,11 @@
 //   heap-near  memd::Heap alloc_near(size, the node it follows, a page)
 //   std-list, hinted-list  the same on std::list over memd::Allocator, and
 //              on memd::hinted_list (client/hinted.h)
+//   std-set, hinted-set  a tree instead: N keys inserted in random order
+//              (interleaved with the other objects), CHURN times a random
+//              key erased and a new one inserted, walked in key order; on
+//              std::set over memd::Allocator and on memd::hinted_set, whose
+//              insertions hint the new key's neighbour in key order
 // Prints "walk_ns_per_node=<x> churn_ns_per_op=<y> near_fraction=<z>" (z:
 // of the nodes made after another, those within a page of it).
 //
@@ -25,6 +30,7 @@
 #include <list>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "client/allocators.h"
@@ -145,12 +151,80 @@ int run_list(List& list, memd::Heap& heap, size_t n, size_t churn, int walks) {
   return 0;
 }
 
+// The tree workload: a node of 64 B (colour, three links, 32 bytes of key
+// and payload); near_fraction is of inserted keys, within a page of their
+// successor in key order.
+struct Key32 {
+  uint64_t key;
+  uint64_t payload[3];
+  bool operator<(const Key32& o) const { return key < o.key; }
+};
+
+template <class Set>
+__attribute__((noinline)) void walk_set(const Set& set, int walks, uint64_t* sum, uint64_t* visited) {
+  for (int w = 0; w < walks; ++w) {
+    for (const Key32& x : set) *sum += x.payload[0], ++*visited;
+  }
+}
+
+template <class Set>
+int run_set(Set& set, memd::Heap& heap, size_t n, size_t churn, int walks) {
+  std::mt19937_64 rng(7);
+  std::vector<void*> others;
+  std::vector<uint64_t> keys;
+  uint64_t inserted = 0, landed_near = 0;
+  auto insert = [&](uint64_t key) {
+    auto [it, added] = set.insert(Key32{key, {rng(), 0, 0}});
+    if (!added) return;
+    keys.push_back(key);
+    auto next = std::next(it);
+    if (next != set.end()) ++inserted, landed_near += within_a_page(&*it, &*next);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    others.push_back(heap.alloc(64));
+    insert(rng());
+  }
+  for (void*& p : others) {
+    if (rng() % 2 == 0) heap.free(p), p = nullptr;
+  }
+  double t0 = now_s();
+  for (size_t i = 0; i < churn; ++i) {
+    size_t at = rng() % keys.size();
+    set.erase(Key32{keys[at], {}});
+    keys[at] = keys.back();
+    keys.pop_back();
+    insert(rng());
+  }
+  double t1 = now_s();
+  uint64_t sum = 0, visited = 0;
+  walk_set(set, walks, &sum, &visited);
+  double t2 = now_s();
+  report(t1 - t0, t2 - t1, churn, visited, inserted, landed_near, set.size(), sum);
+  set.clear();
+  for (void* p : others) {
+    if (p != nullptr) heap.free(p);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s malloc|heap|heap-near|std-list|hinted-list N CHURN WALKS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s malloc|heap|heap-near|std-list|hinted-list|std-set|hinted-set N CHURN WALKS\n",
+                 argv[0]);
     return 2;
+  }
+  if (std::strcmp(argv[1], "std-set") == 0 || std::strcmp(argv[1], "hinted-set") == 0) {
+    auto made = memd::Heap::create();
+    if (!made.ok()) return 1;
+    size_t n = std::strtoul(argv[2], nullptr, 10), churn = std::strtoul(argv[3], nullptr, 10);
+    if (std::strcmp(argv[1], "std-set") == 0) {
+      std::set<Key32, std::less<Key32>, memd::Allocator<Key32>> set{memd::Allocator<Key32>(**made)};
+      return run_set(set, **made, n, churn, std::atoi(argv[4]));
+    }
+    memd::hinted_set<Key32> set(**made);
+    return run_set(set, **made, n, churn, std::atoi(argv[4]));
   }
   if (std::strcmp(argv[1], "std-list") == 0 || std::strcmp(argv[1], "hinted-list") == 0) {
     auto made = memd::Heap::create();

@@ -24,7 +24,8 @@ CASES = [(20000, 40000, 50), (200000, 400000, 5)]
 def memd_rows():
     """The rows on memd's C++ API, without and with hints: {name: (mode, None)}."""
     return {"memd::Heap, no hints": ("heap", None), "memd::Heap, alloc_near (a page)": ("heap-near", None),
-            "std::list over memd::Allocator": ("std-list", None), "memd::hinted_list": ("hinted-list", None)}
+            "std::list over memd::Allocator": ("std-list", None), "memd::hinted_list": ("hinted-list", None),
+            "std::set over memd::Allocator": ("std-set", None), "memd::hinted_set": ("hinted-set", None)}
 
 
 def main():
@@ -44,7 +45,12 @@ def main():
         "unlinked and freed, a new node linked after a random node) and walked. One process, one thread; every "
         f"round runs every row of every case; {a.rounds} rounds, medians; ratios to glibc taken per round, then "
         "the median. The std::list rows run the same operations on std::list over memd::Allocator and on "
-        "memd::hinted_list (client/hinted.h; its node is two links and 48 bytes). *near*: of the nodes made after another, the fraction placed within a page of it. "
+        "memd::hinted_list (client/hinted.h; its node is two links and 48 bytes). The std::set rows are a tree "
+        "instead (node of 64 B): N random keys inserted among the other objects, then a random key erased and a new "
+        "one inserted per churn operation, walked in key order; on std::set over memd::Allocator and on "
+        "memd::hinted_set, which hints the new key's neighbour in key order. *near*: of the nodes made after "
+        "another, the fraction placed within a page of it (sets: of inserted keys, within a page of their "
+        "successor in key order). "
         "Source: bench/batch/bench_hints.cc.",
         "",
     ]
@@ -56,14 +62,16 @@ def main():
         for name in rows:
             m = results[(case, name)]
             walk, churn = m["walk_ns_per_node"], m["churn_ns_per_op"]
-            lines.append(f"| {name} | {statistics.median(walk):.1f} | "
-                         f"{side_by_side.paired_ratio(walk, base['walk_ns_per_node']):.2f}× | "
-                         f"{statistics.median(churn):.0f} | "
-                         f"{side_by_side.paired_ratio(churn, base['churn_ns_per_op']):.2f}× | "
-                         f"{statistics.median(m['near_fraction']):.2f} |")
+            # A tree is another workload than glibc's ring: no ratio to it.
+            tree = rows[name][0].endswith("-set")
+            walk_ratio = "—" if tree else f"{side_by_side.paired_ratio(walk, base['walk_ns_per_node']):.2f}×"
+            churn_ratio = "—" if tree else f"{side_by_side.paired_ratio(churn, base['churn_ns_per_op']):.2f}×"
+            lines.append(f"| {name} | {statistics.median(walk):.1f} | {walk_ratio} | {statistics.median(churn):.0f} | "
+                         f"{churn_ratio} | {statistics.median(m['near_fraction']):.2f} |")
         lines.append("")
         for what, (without, with_hints) in {"memd::Heap": ("memd::Heap, no hints", "memd::Heap, alloc_near (a page)"),
-                                            "the lists": ("std::list over memd::Allocator", "memd::hinted_list")}.items():
+                                            "the lists": ("std::list over memd::Allocator", "memd::hinted_list"),
+                                            "the sets": ("std::set over memd::Allocator", "memd::hinted_set")}.items():
             p, q = results[(case, without)], results[(case, with_hints)]
             lines.append(f"Hints against none, {what} (paired per round): walk "
                          f"{side_by_side.paired_ratio(p['walk_ns_per_node'], q['walk_ns_per_node']):.2f}× as fast, "
