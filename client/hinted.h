@@ -11,15 +11,18 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
-#include <limits>
 #include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <tuple>
-#include <new>
 #include <utility>
 
 #include "client/heap.h"
@@ -67,7 +70,10 @@ class HintedAllocator {
 
 // std::list whose insertions hint the node they follow (push_back: the
 // last element; insert(pos): the element before pos; push_front: the
-// first). Everything else is std::list's.
+// first). Every standard insert overload is here and hints; operations
+// that allocate inside std::list itself (resize, assign, the range
+// constructors) pass no fresh hint: they may reuse the last one, which is
+// advice only. Everything else is std::list's.
 template <class T>
 class hinted_list : public std::list<T, HintedAllocator<T>> {
   using base = std::list<T, HintedAllocator<T>>;
@@ -75,6 +81,7 @@ class hinted_list : public std::list<T, HintedAllocator<T>> {
  public:
   using typename base::const_iterator;
   using typename base::iterator;
+  using typename base::size_type;
   explicit hinted_list(Heap& heap) : base(HintedAllocator<T>(heap)) {}
 
   template <class... Args>
@@ -84,6 +91,27 @@ class hinted_list : public std::list<T, HintedAllocator<T>> {
   }
   iterator insert(const_iterator pos, const T& v) { return emplace(pos, v); }
   iterator insert(const_iterator pos, T&& v) { return emplace(pos, std::move(v)); }
+  iterator insert(const_iterator pos, size_type n, const T& v) {
+    iterator first = this->erase(pos, pos);  // pos, mutable: the answer when n is 0
+    for (size_type i = 0; i < n; ++i) {
+      iterator it = emplace(pos, v);
+      if (i == 0) first = it;
+    }
+    return first;
+  }
+  template <class It>
+    requires std::derived_from<typename std::iterator_traits<It>::iterator_category, std::input_iterator_tag>
+  iterator insert(const_iterator pos, It from, It to) {
+    iterator first = this->erase(pos, pos);
+    for (bool any = false; from != to; ++from, any = true) {
+      iterator it = emplace(pos, *from);
+      if (!any) first = it;
+    }
+    return first;
+  }
+  iterator insert(const_iterator pos, std::initializer_list<T> values) {
+    return insert(pos, values.begin(), values.end());
+  }
   template <class... Args>
   T& emplace_back(Args&&... args) {
     return *emplace(this->cend(), std::forward<Args>(args)...);
@@ -118,63 +146,166 @@ std::pair<typename Tree::iterator, const void*> neighbour_in_order(Tree& tree, c
   return {at, tree.empty() ? nullptr : static_cast<const void*>(&*std::prev(at))};
 }
 
+// Inserts `key` into `tree` unless it is there: one search finds both the
+// position and the neighbour to hint, then place(position) makes the node
+// (std::set/map's emplace_hint). The one path of every hinted insertion.
+template <class Tree, class Key, class Place>
+std::pair<typename Tree::iterator, bool> insert_in_order(Tree& tree, const Key& key, Place place) {
+  auto [at, near] = neighbour_in_order(tree, key);
+  if (at != tree.end() && !tree.key_comp()(key, Tree::key_of(*at))) return {at, false};  // there already
+  tree.get_allocator().hint(near);
+  return {place(at), true};
+}
+
 // std::set whose insertions hint the new key's neighbour in key order, so
 // that an in-order walk (iteration, range queries) finds neighbours on the
-// same pages. insert and emplace search once, for the hint and the
-// position together. Everything else is std::set's.
+// same pages. Every standard insert and emplace overload is here; each
+// searches once, for the hint and the position together, so the position
+// hint a caller passes is accepted and not needed. Node handles carry
+// their node and allocate nothing. Everything else is std::set's.
 template <class Key, class Compare = std::less<Key>>
 class hinted_set : public std::set<Key, Compare, HintedAllocator<Key>> {
   using base = std::set<Key, Compare, HintedAllocator<Key>>;
 
  public:
+  using typename base::const_iterator;
+  using typename base::insert_return_type;
   using typename base::iterator;
+  using typename base::node_type;
   explicit hinted_set(Heap& heap, const Compare& less = Compare()) : base(less, HintedAllocator<Key>(heap)) {}
 
   std::pair<iterator, bool> insert(const Key& key) { return insert_hinted(key); }
   std::pair<iterator, bool> insert(Key&& key) { return insert_hinted(std::move(key)); }
+  iterator insert(const_iterator, const Key& key) { return insert_hinted(key).first; }
+  iterator insert(const_iterator, Key&& key) { return insert_hinted(std::move(key)).first; }
+  template <class It>
+  void insert(It from, It to) {
+    for (; from != to; ++from) emplace(*from);
+  }
+  void insert(std::initializer_list<Key> keys) { insert(keys.begin(), keys.end()); }
+  insert_return_type insert(node_type&& node) { return base::insert(std::move(node)); }
+  iterator insert(const_iterator pos, node_type&& node) { return base::insert(pos, std::move(node)); }
   template <class... Args>
   std::pair<iterator, bool> emplace(Args&&... args) {
     return insert_hinted(Key(std::forward<Args>(args)...));
   }
+  template <class... Args>
+  iterator emplace_hint(const_iterator, Args&&... args) {
+    return emplace(std::forward<Args>(args)...).first;
+  }
+
+  static const Key& key_of(const Key& key) { return key; }
 
  private:
   template <class K>
   std::pair<iterator, bool> insert_hinted(K&& key) {
-    auto [at, near] = neighbour_in_order(*this, key);
-    if (at != this->end() && !this->key_comp()(key, *at)) return {at, false};  // there already
-    this->get_allocator().hint(near);
-    return {base::emplace_hint(at, std::forward<K>(key)), true};
+    return insert_in_order(*this, key, [&](iterator at) { return base::emplace_hint(at, std::forward<K>(key)); });
   }
 };
 
-// std::map whose insertions (insert, emplace, try_emplace, operator[])
-// hint the new key's neighbour in key order; see hinted_set.
+// std::map whose insertions (every standard insert, insert_or_assign,
+// emplace, emplace_hint, try_emplace and operator[] overload) hint the new
+// key's neighbour in key order; see hinted_set.
 template <class Key, class T, class Compare = std::less<Key>>
 class hinted_map : public std::map<Key, T, Compare, HintedAllocator<std::pair<const Key, T>>> {
   using base = std::map<Key, T, Compare, HintedAllocator<std::pair<const Key, T>>>;
 
  public:
+  using typename base::const_iterator;
+  using typename base::insert_return_type;
   using typename base::iterator;
+  using typename base::node_type;
   using typename base::value_type;
   explicit hinted_map(Heap& heap, const Compare& less = Compare())
       : base(less, HintedAllocator<value_type>(heap)) {}
 
   template <class... Args>
   std::pair<iterator, bool> try_emplace(const Key& key, Args&&... args) {
-    auto [at, near] = neighbour_in_order(*this, key);
-    if (at != this->end() && !this->key_comp()(key, at->first)) return {at, false};
-    this->get_allocator().hint(near);
-    return {base::emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key),
-                               std::forward_as_tuple(std::forward<Args>(args)...)),
-            true};
+    return try_emplace_hinted(key, std::forward<Args>(args)...);
   }
-  std::pair<iterator, bool> insert(const value_type& v) { return try_emplace(v.first, v.second); }
+  template <class... Args>
+  std::pair<iterator, bool> try_emplace(Key&& key, Args&&... args) {
+    return try_emplace_hinted(std::move(key), std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  iterator try_emplace(const_iterator, const Key& key, Args&&... args) {
+    return try_emplace_hinted(key, std::forward<Args>(args)...).first;
+  }
+  template <class... Args>
+  iterator try_emplace(const_iterator, Key&& key, Args&&... args) {
+    return try_emplace_hinted(std::move(key), std::forward<Args>(args)...).first;
+  }
+  template <class M>
+  std::pair<iterator, bool> insert_or_assign(const Key& key, M&& mapped) {
+    return insert_or_assign_hinted(key, std::forward<M>(mapped));
+  }
+  template <class M>
+  std::pair<iterator, bool> insert_or_assign(Key&& key, M&& mapped) {
+    return insert_or_assign_hinted(std::move(key), std::forward<M>(mapped));
+  }
+  template <class M>
+  iterator insert_or_assign(const_iterator, const Key& key, M&& mapped) {
+    return insert_or_assign_hinted(key, std::forward<M>(mapped)).first;
+  }
+  template <class M>
+  iterator insert_or_assign(const_iterator, Key&& key, M&& mapped) {
+    return insert_or_assign_hinted(std::move(key), std::forward<M>(mapped)).first;
+  }
+  std::pair<iterator, bool> insert(const value_type& v) {
+    return insert_in_order(*this, v.first, [&](iterator at) { return base::emplace_hint(at, v); });
+  }
+  std::pair<iterator, bool> insert(value_type&& v) { return emplace(std::move(v)); }
+  template <class P>
+    requires std::constructible_from<value_type, P&&>
+  std::pair<iterator, bool> insert(P&& p) {
+    return emplace(std::forward<P>(p));
+  }
+  iterator insert(const_iterator, const value_type& v) { return insert(v).first; }
+  iterator insert(const_iterator, value_type&& v) { return emplace(std::move(v)).first; }
+  template <class P>
+    requires std::constructible_from<value_type, P&&>
+  iterator insert(const_iterator, P&& p) {
+    return emplace(std::forward<P>(p)).first;
+  }
+  template <class It>
+  void insert(It from, It to) {
+    for (; from != to; ++from) emplace(*from);
+  }
+  void insert(std::initializer_list<value_type> values) { insert(values.begin(), values.end()); }
+  insert_return_type insert(node_type&& node) { return base::insert(std::move(node)); }
+  iterator insert(const_iterator pos, node_type&& node) { return base::insert(pos, std::move(node)); }
+  // The pair is made before the search, since the key is in it; it is then
+  // moved into the node.
   template <class... Args>
   std::pair<iterator, bool> emplace(Args&&... args) {
     value_type v(std::forward<Args>(args)...);
-    return try_emplace(v.first, std::move(v.second));
+    return insert_in_order(*this, v.first, [&](iterator at) { return base::emplace_hint(at, std::move(v)); });
+  }
+  template <class... Args>
+  iterator emplace_hint(const_iterator, Args&&... args) {
+    return emplace(std::forward<Args>(args)...).first;
   }
   T& operator[](const Key& key) { return try_emplace(key).first->second; }
+  T& operator[](Key&& key) { return try_emplace(std::move(key)).first->second; }
+
+  static const Key& key_of(const value_type& v) { return v.first; }
+
+ private:
+  template <class K, class... Args>
+  std::pair<iterator, bool> try_emplace_hinted(K&& key, Args&&... args) {
+    return insert_in_order(*this, key, [&](iterator at) {
+      return base::emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(std::forward<K>(key)),
+                                std::forward_as_tuple(std::forward<Args>(args)...));
+    });
+  }
+  template <class K, class M>
+  std::pair<iterator, bool> insert_or_assign_hinted(K&& key, M&& mapped) {
+    auto placed = insert_in_order(*this, key, [&](iterator at) {
+      return base::emplace_hint(at, std::forward<K>(key), std::forward<M>(mapped));
+    });
+    if (!placed.second) placed.first->second = std::forward<M>(mapped);
+    return placed;
+  }
 };
 
 }  // namespace memd

@@ -58,6 +58,22 @@ TEST_F(HintedTest, ItIsAListInEveryResult) {
   ExpectConsistent();
 }
 
+// `count` nodes made by add(i), each followed by another object of a
+// node's size (64 B), half of those then freed at random: holes in the
+// container's own blocks. Returns the others left (nullptr: freed).
+template <class Add>
+std::vector<void*> build_with_holes(Heap& heap, std::mt19937& rng, int count, Add add) {
+  std::vector<void*> others;
+  for (int i = 0; i < count; ++i) {
+    others.push_back(heap.alloc(64));
+    add(i);
+  }
+  for (void*& p : others) {
+    if (rng() % 2 == 0) heap.free(p), p = nullptr;
+  }
+  return others;
+}
+
 // A list of 5,000 nodes built interleaved with as many other objects of
 // the node's size, half of those then freed at random (holes in the
 // list's own blocks), then 2,000 insertions after random elements (fewer
@@ -67,16 +83,11 @@ TEST_F(HintedTest, ItIsAListInEveryResult) {
 template <class List>
 double inserted_near_fraction(Heap& heap, List& list) {
   std::mt19937 rng(11);
-  std::vector<void*> others;
   std::vector<typename List::iterator> at;
-  for (int i = 0; i < 5000; ++i) {
-    others.push_back(heap.alloc(64));
+  std::vector<void*> others = build_with_holes(heap, rng, 5000, [&](int) {
     list.push_back(Payload{});
     at.push_back(std::prev(list.end()));
-  }
-  for (void*& p : others) {
-    if (rng() % 2 == 0) heap.free(p), p = nullptr;
-  }
+  });
   size_t near = 0;
   for (int i = 0; i < 2000; ++i) {
     auto after = at[rng() % at.size()];
@@ -172,6 +183,109 @@ TEST_F(HintedTest, ASetAndAMapAreASetAndAMapInEveryResult) {
   ExpectConsistent();
 }
 
+// Where the last insertion was hinted to land.
+template <class Container>
+const void* last_hint(const Container& c) {
+  return c.get_allocator().state()->next.load();
+}
+
+// Every standard insert overload compiles, gives std::list's result, and
+// goes the hinted way (the last node of a range is hinted with the node
+// before it).
+TEST_F(HintedTest, EveryListInsertOverloadHints) {
+  hinted_list<int> h(*heap_);
+  std::list<int> s;
+  const std::vector<int> v{1, 2, 3};
+  auto hi = h.insert(h.cend(), v.begin(), v.end());
+  auto si = s.insert(s.cend(), v.begin(), v.end());
+  EXPECT_EQ(*hi, *si);
+  EXPECT_EQ(last_hint(h), &*std::next(h.begin()));  // 3 was hinted with 2
+  h.insert(h.cbegin(), size_t{2}, 7), s.insert(s.cbegin(), size_t{2}, 7);
+  EXPECT_EQ(last_hint(h), &h.front());  // the second 7 follows the first
+  h.insert(std::next(h.cbegin()), {4, 5}), s.insert(std::next(s.cbegin()), {4, 5});
+  EXPECT_EQ(last_hint(h), &*std::next(h.begin()));  // 5 was hinted with 4
+  int x = 9;
+  h.insert(h.cend(), x), s.insert(s.cend(), x);
+  h.insert(h.cend(), 10), s.insert(s.cend(), 10);
+  h.emplace(h.cbegin(), 11), s.emplace(s.cbegin(), 11);
+  h.emplace_front(12), s.emplace_front(12);
+  h.emplace_back(13), s.emplace_back(13);
+  h.push_front(x), s.push_front(x);
+  h.push_back(x), s.push_back(x);
+  EXPECT_EQ(last_hint(h), &*std::prev(h.end(), 2));
+  EXPECT_EQ(h.insert(h.cbegin(), v.begin(), v.begin()), h.begin());  // nothing inserted: pos
+  EXPECT_EQ(h.insert(h.cend(), size_t{0}, 1), h.end());
+  EXPECT_TRUE(std::equal(h.begin(), h.end(), s.begin(), s.end()));
+  h.clear();
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HintedTest, EverySetAndMapInsertOverloadHints) {
+  hinted_set<int> hs(*heap_);
+  std::set<int> ss;
+  const std::vector<int> keys{2, 4, 6};
+  hs.insert(keys.begin(), keys.end()), ss.insert(keys.begin(), keys.end());
+  hs.insert({1, 5}), ss.insert({1, 5});
+  EXPECT_EQ(last_hint(hs), &*hs.find(6));  // 5 sits before 6
+  int k = 3;
+  EXPECT_EQ(*hs.insert(hs.cend(), k), 3);
+  ss.insert(k);
+  EXPECT_EQ(last_hint(hs), &*hs.find(4));
+  hs.insert(hs.cbegin(), 8), ss.insert(8);
+  EXPECT_EQ(last_hint(hs), &*hs.find(6));  // past the last: hinted with the last
+  hs.emplace_hint(hs.cbegin(), 7), ss.emplace(7);
+  EXPECT_FALSE(hs.insert(k).second);
+  auto node = hs.extract(3);
+  ss.erase(3);
+  node.value() = 30;
+  EXPECT_TRUE(hs.insert(std::move(node)).inserted);
+  ss.insert(30);
+  EXPECT_EQ(*hs.insert(hs.cend(), hs.extract(30)), 30);
+  EXPECT_TRUE(std::equal(hs.begin(), hs.end(), ss.begin(), ss.end()));
+
+  hinted_map<int, std::string> hm(*heap_);
+  std::map<int, std::string> sm;
+  const std::vector<std::pair<const int, std::string>> pairs{{2, "b"}, {4, "d"}};
+  hm.insert(pairs.begin(), pairs.end()), sm.insert(pairs.begin(), pairs.end());
+  hm.insert({{6, "f"}, {8, "h"}}), sm.insert({{6, "f"}, {8, "h"}});
+  const std::pair<const int, std::string> one{1, "a"};
+  hm.insert(one), sm.insert(one);
+  EXPECT_EQ(last_hint(hm), &*hm.find(2));
+  hm.insert(std::pair<const int, std::string>{3, "c"}), sm.insert({3, "c"});
+  hm.insert(std::make_pair(5, "e")), sm.insert(std::make_pair(5, "e"));  // insert(P&&)
+  EXPECT_EQ(last_hint(hm), &*hm.find(6));
+  hm.insert(hm.cend(), one), hm.insert(hm.cend(), std::make_pair(7, "g")), sm.insert({7, "g"});
+  hm.insert(hm.cbegin(), std::pair<const int, std::string>{9, "i"}), sm.insert({9, "i"});
+  int ten = 10;
+  hm.try_emplace(ten, "j"), sm.try_emplace(ten, "j");
+  hm.try_emplace(11, 2, 'k'), sm.try_emplace(11, 2, 'k');
+  hm.try_emplace(hm.cend(), ten, "not placed"), sm.try_emplace(ten, "not placed");
+  hm.try_emplace(hm.cend(), 12, "l"), sm.try_emplace(12, "l");
+  EXPECT_EQ(last_hint(hm), &*hm.find(11));
+  EXPECT_FALSE(hm.insert_or_assign(ten, "J").second);
+  sm.insert_or_assign(ten, "J");
+  EXPECT_TRUE(hm.insert_or_assign(13, "m").second);
+  sm.insert_or_assign(13, "m");
+  hm.insert_or_assign(hm.cend(), ten, "JJ"), sm.insert_or_assign(ten, "JJ");
+  hm.insert_or_assign(hm.cbegin(), 0, "z"), sm.insert_or_assign(0, "z");
+  EXPECT_EQ(last_hint(hm), &*hm.find(1));
+  hm.emplace(14, "n"), sm.emplace(14, "n");
+  hm.emplace_hint(hm.cend(), 15, "o"), sm.emplace(15, "o");
+  hm[ten] += "!", sm[ten] += "!";
+  hm[16] = "p", sm[16] = "p";
+  auto node2 = hm.extract(16);
+  node2.key() = 17;
+  sm.erase(16), sm[17] = "p";
+  EXPECT_TRUE(hm.insert(std::move(node2)).inserted);
+  EXPECT_EQ(hm.insert(hm.cend(), hm.extract(17))->second, "p");
+  EXPECT_TRUE(std::equal(hm.begin(), hm.end(), sm.begin(), sm.end()));
+  hs.clear();
+  hm.clear();
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);
+  ExpectConsistent();
+}
+
 // A set of 5,000 keys (every other even number) built interleaved with as
 // many other objects of its node's size, half of those then freed, then
 // 2,000 odd keys inserted: the fraction placed within a page of their
@@ -179,14 +293,9 @@ TEST_F(HintedTest, ASetAndAMapAreASetAndAMapInEveryResult) {
 template <class Set>
 double inserted_near_neighbour_fraction(Heap& heap, Set& set) {
   std::mt19937 rng(13);
-  std::vector<void*> others;
-  for (uint64_t i = 0; i < 5000; ++i) {
-    others.push_back(heap.alloc(64));
-    set.insert(typename Set::value_type{{i * 4}});
-  }
-  for (void*& p : others) {
-    if (rng() % 2 == 0) heap.free(p), p = nullptr;
-  }
+  std::vector<void*> others = build_with_holes(heap, rng, 5000, [&](int i) {
+    set.insert(typename Set::value_type{{static_cast<uint64_t>(i) * 4}});
+  });
   size_t near = 0;
   for (int i = 0; i < 2000; ++i) {
     uint64_t key = (rng() % 5000) * 4 + 1 + 2 * (rng() % 2);
