@@ -41,11 +41,7 @@ bool Arena::init(const ArenaOptions& options) {
   // the price of resident memory in 2 MiB steps. Refused: small pages.
   if (options.huge_pages) (void)source_.advise_huge_pages();
   pages_.init(&source_, heap::Region::attach(source_.base()));
-  heap::BlockSource* blocks = &pages_;
-  if (options.prefault) {
-    prefault_.init(&pages_, pages_.region());
-    blocks = &prefault_;
-  }
+  heap::BlockSource* blocks = prefault_.wrap(options.prefault, &pages_, pages_.region(), &pages_.classes());
   return threads_.init(pages_.region(), &pages_.classes(), blocks, heap::kProcessHolder);
 }
 

@@ -17,13 +17,17 @@
 
 #include "heap/block_source.h"
 #include "heap/layout.h"
+#include "heap/size_class.h"
 
 namespace memd::region {
 
 class PrefaultingBlocks final : public heap::BlockSource {
  public:
-  // Serves from `inner`, whose blocks are pages of `region`.
-  void init(heap::BlockSource* inner, const heap::Region& region);
+  // The source the thread heaps should use: this one, serving from
+  // `inner` (whose blocks are pages of `region`, carved by `classes`), when
+  // `on`; else `inner` itself.
+  heap::BlockSource* wrap(bool on, heap::BlockSource* inner, const heap::Region& region,
+                          const heap::SizeClasses* classes);
 
   heap::AcquiredBlock acquire(heap::PageKind kind, uint16_t cls, heap::OwnerId owner) override;
   void release(heap::PageIndex block) override { inner_->release(block); }
@@ -47,6 +51,8 @@ class PrefaultingBlocks final : public heap::BlockSource {
 
   heap::BlockSource* inner_ = nullptr;
   heap::Region region_{};
+  const heap::SizeClasses* classes_ = nullptr;
+  uint32_t large_block_pages_ = 0;
   std::atomic<uint64_t> populated_{0};
   std::atomic<bool> available_{true};
 };

@@ -146,10 +146,7 @@ absl::Status start_leasing(RegionImpl* r, const region::ClientLease& lease) {
 
 absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_t holder) {
   impl->classes = std::make_unique<heap::SizeClasses>(impl->region.header->params);
-  if (region::prefault_enabled()) {
-    impl->prefault.init(source, impl->region);
-    source = &impl->prefault;
-  }
+  source = impl->prefault.wrap(region::prefault_enabled(), source, impl->region, impl->classes.get());
   if (!impl->pool.init(impl->region, impl->classes.get(), source, holder)) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot map thread heaps: ", std::strerror(errno)));
   }
