@@ -9,12 +9,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "heap/thread_heap.h"
 #include "region/arena.h"
+#include "region/options.h"
 #include "region/region.h"
 #include "region_test_util.h"
 
@@ -134,6 +138,52 @@ TEST(PrefaultTest, AGrowingResizeKeepsItsDataAndZeroesTheRest) {
     h->free(p);
     char message[256];
     EXPECT_TRUE(a->check(message, sizeof message)) << message;
+    a->detach_thread(h);
+  }
+}
+
+// The flags (VmFlags of /proc/self/smaps) of the mapping holding `p`, each
+// between spaces; "" if no mapping holds it.
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long from = 0, to = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (line.find(':') == std::string::npos || line.find(' ') < line.find(':')) {
+      // A mapping's first line: "from-to perms offset ...".
+      if (head >> std::hex >> from >> dash >> to && dash == '-') inside = from <= at && at < to;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line.substr(8) + " ";
+  }
+  return "";
+}
+
+// MEMD_THP marks the process heap's reservation for transparent huge pages
+// (VmFlags "hg", MADV_HUGEPAGE), and nothing marks it without.
+TEST(PrefaultTest, HugePagesMarkTheReservationOnlyWhenAskedFor) {
+  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) GTEST_SKIP() << "a kernel without THP";
+  for (bool thp : {false, true}) {
+    SCOPED_TRACE(thp ? "MEMD_THP=1" : "MEMD_THP=0");
+    setenv("MEMD_THP", thp ? "1" : "0", 1);
+    ArenaOptions o = process_arena_options();
+    unsetenv("MEMD_THP");
+    EXPECT_EQ(o.huge_pages, thp);
+    o.reserve_bytes = size_t{1} << 30;
+    o.max_threads = 8;
+    ArenaPtr a(Arena::create(o));
+    ASSERT_NE(a, nullptr);
+    heap::ThreadHeap* h = a->attach_thread();
+    ASSERT_NE(h, nullptr);
+    void* p = h->alloc(opaque(kRun));
+    ASSERT_NE(p, nullptr);
+    std::string flags = vm_flags_of(p);
+    ASSERT_NE(flags, "") << "no mapping holds the object";
+    EXPECT_EQ(flags.find(" hg ") != std::string::npos, thp) << "VmFlags:" << flags;
+    h->free(p);
     a->detach_thread(h);
   }
 }
