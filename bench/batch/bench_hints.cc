@@ -67,13 +67,54 @@ struct Allocator {
   void free(void* p) { kind == kMalloc ? std::free(p) : heap->free(p); }
 };
 
-void report(double churn_s, double walk_s, size_t churn, uint64_t visited, uint64_t hinted, uint64_t landed_near,
-            size_t nodes, uint64_t sum) {
-  std::printf("walk_ns_per_node=%.3f churn_ns_per_op=%.2f near_fraction=%.3f nodes=%zu check=%llu\n",
-              walk_s * 1e9 / static_cast<double>(visited), churn_s * 1e9 / static_cast<double>(churn),
-              static_cast<double>(landed_near) / static_cast<double>(hinted), nodes,
-              static_cast<unsigned long long>(sum & 0xff));
+// The churn's and the walks' times and the walks' checksum.
+struct Timed {
+  double churn_s = 0, walk_s = 0;
+  uint64_t sum = 0, visited = 0;
+};
+
+// CHURN steps, then the walks, each phase timed: the shape every mode runs.
+template <class Step, class Walk>
+Timed churn_then_walk(size_t churn, Step step, Walk walk) {
+  Timed t;
+  double t0 = now_s();
+  for (size_t i = 0; i < churn; ++i) step();
+  double t1 = now_s();
+  walk(&t.sum, &t.visited);
+  t.churn_s = t1 - t0;
+  t.walk_s = now_s() - t1;
+  return t;
 }
+
+void report(const Timed& t, size_t churn, uint64_t hinted, uint64_t landed_near, size_t nodes) {
+  std::printf("walk_ns_per_node=%.3f churn_ns_per_op=%.2f near_fraction=%.3f nodes=%zu check=%llu\n",
+              t.walk_s * 1e9 / static_cast<double>(t.visited), t.churn_s * 1e9 / static_cast<double>(churn),
+              static_cast<double>(landed_near) / static_cast<double>(hinted), nodes,
+              static_cast<unsigned long long>(t.sum & 0xff));
+}
+
+// Objects of a node's size (64 B) allocated between a container's nodes as
+// it is built, then half of them freed at random: holes in the container's
+// own blocks, the fragmentation hints are meant to use.
+class Holes {
+ public:
+  explicit Holes(memd::Heap& heap) : heap_(heap) {}
+  ~Holes() {
+    for (void* p : objects_) {
+      if (p != nullptr) heap_.free(p);
+    }
+  }
+  void add() { objects_.push_back(heap_.alloc(64)); }
+  void free_half(std::mt19937_64& rng) {
+    for (void*& p : objects_) {
+      if (rng() % 2 == 0) heap_.free(p), p = nullptr;
+    }
+  }
+
+ private:
+  memd::Heap& heap_;
+  std::vector<void*> objects_;
+};
 
 bool within_a_page(const void* a, const void* b) {
   auto d = reinterpret_cast<uintptr_t>(a) - reinterpret_cast<uintptr_t>(b);
@@ -113,41 +154,34 @@ template <class List>
 int run_list(List& list, memd::Heap& heap, size_t n, size_t churn, int walks) {
   std::mt19937_64 rng(7);
   std::vector<typename List::iterator> at;
-  std::vector<void*> others;
+  Holes holes(heap);
   uint64_t hinted = 0, landed_near = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0) others.push_back(heap.alloc(64));
+    if (i > 0) holes.add();
     list.push_back(Item{static_cast<uint32_t>(i), 0, {rng()}});
     if (i > 0) ++hinted, landed_near += within_a_page(&list.back(), &*at.back());
     at.push_back(std::prev(list.end()));
   }
-  for (void*& p : others) {
-    if (rng() % 2 == 0) heap.free(p), p = nullptr;
-  }
-  double t0 = now_s();
-  for (size_t i = 0; i < churn; ++i) {
-    auto gone = std::next(at[rng() % at.size()]);
-    if (gone != list.end() && gone != list.begin()) {
-      uint32_t slot = gone->slot;
-      at[slot] = at.back();
-      at[slot]->slot = slot;
-      at.pop_back();
-      list.erase(gone);
-    }
-    auto before = at[rng() % at.size()];
-    auto x = list.insert(std::next(before), Item{static_cast<uint32_t>(at.size()), 0, {rng()}});
-    ++hinted, landed_near += within_a_page(&*x, &*before);
-    at.push_back(x);
-  }
-  double t1 = now_s();
-  uint64_t sum = 0, visited = 0;
-  walk_list(list, walks, &sum, &visited);
-  double t2 = now_s();
-  report(t1 - t0, t2 - t1, churn, visited, hinted, landed_near, list.size(), sum);
+  holes.free_half(rng);
+  Timed t = churn_then_walk(
+      churn,
+      [&] {
+        auto gone = std::next(at[rng() % at.size()]);
+        if (gone != list.end() && gone != list.begin()) {
+          uint32_t slot = gone->slot;
+          at[slot] = at.back();
+          at[slot]->slot = slot;
+          at.pop_back();
+          list.erase(gone);
+        }
+        auto before = at[rng() % at.size()];
+        auto x = list.insert(std::next(before), Item{static_cast<uint32_t>(at.size()), 0, {rng()}});
+        ++hinted, landed_near += within_a_page(&*x, &*before);
+        at.push_back(x);
+      },
+      [&](uint64_t* sum, uint64_t* visited) { walk_list(list, walks, sum, visited); });
+  report(t, churn, hinted, landed_near, list.size());
   list.clear();
-  for (void* p : others) {
-    if (p != nullptr) heap.free(p);
-  }
   return 0;
 }
 
@@ -170,7 +204,7 @@ __attribute__((noinline)) void walk_set(const Set& set, int walks, uint64_t* sum
 template <class Set>
 int run_set(Set& set, memd::Heap& heap, size_t n, size_t churn, int walks) {
   std::mt19937_64 rng(7);
-  std::vector<void*> others;
+  Holes holes(heap);
   std::vector<uint64_t> keys;
   uint64_t inserted = 0, landed_near = 0;
   auto insert = [&](uint64_t key) {
@@ -181,30 +215,37 @@ int run_set(Set& set, memd::Heap& heap, size_t n, size_t churn, int walks) {
     if (next != set.end()) ++inserted, landed_near += within_a_page(&*it, &*next);
   };
   for (size_t i = 0; i < n; ++i) {
-    others.push_back(heap.alloc(64));
+    holes.add();
     insert(rng());
   }
-  for (void*& p : others) {
-    if (rng() % 2 == 0) heap.free(p), p = nullptr;
-  }
-  double t0 = now_s();
-  for (size_t i = 0; i < churn; ++i) {
-    size_t at = rng() % keys.size();
-    set.erase(Key32{keys[at], {}});
-    keys[at] = keys.back();
-    keys.pop_back();
-    insert(rng());
-  }
-  double t1 = now_s();
-  uint64_t sum = 0, visited = 0;
-  walk_set(set, walks, &sum, &visited);
-  double t2 = now_s();
-  report(t1 - t0, t2 - t1, churn, visited, inserted, landed_near, set.size(), sum);
+  holes.free_half(rng);
+  Timed t = churn_then_walk(
+      churn,
+      [&] {
+        size_t at = rng() % keys.size();
+        set.erase(Key32{keys[at], {}});
+        keys[at] = keys.back();
+        keys.pop_back();
+        insert(rng());
+      },
+      [&](uint64_t* sum, uint64_t* visited) { walk_set(set, walks, sum, visited); });
+  report(t, churn, inserted, landed_near, set.size());
   set.clear();
-  for (void* p : others) {
-    if (p != nullptr) heap.free(p);
-  }
   return 0;
+}
+
+// A container mode on a fresh heap: `Hinted` over it, or `Plain` over
+// memd::Allocator.
+template <class Plain, class Hinted, class Run>
+int on_fresh_heap(bool hinted, Run run) {
+  auto made = memd::Heap::create();
+  if (!made.ok()) return 1;
+  if (hinted) {
+    Hinted c(**made);
+    return run(c, **made);
+  }
+  Plain c{typename Plain::allocator_type(**made)};
+  return run(c, **made);
 }
 
 }  // namespace
@@ -215,27 +256,17 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  if (std::strcmp(argv[1], "std-set") == 0 || std::strcmp(argv[1], "hinted-set") == 0) {
-    auto made = memd::Heap::create();
-    if (!made.ok()) return 1;
-    size_t n = std::strtoul(argv[2], nullptr, 10), churn = std::strtoul(argv[3], nullptr, 10);
-    if (std::strcmp(argv[1], "std-set") == 0) {
-      std::set<Key32, std::less<Key32>, memd::Allocator<Key32>> set{memd::Allocator<Key32>(**made)};
-      return run_set(set, **made, n, churn, std::atoi(argv[4]));
-    }
-    memd::hinted_set<Key32> set(**made);
-    return run_set(set, **made, n, churn, std::atoi(argv[4]));
+  size_t n = std::strtoul(argv[2], nullptr, 10);
+  size_t churn = std::strtoul(argv[3], nullptr, 10);
+  int walks = std::atoi(argv[4]);
+  auto mode = [&](const char* name) { return std::strcmp(argv[1], name) == 0; };
+  if (mode("std-set") || mode("hinted-set")) {
+    return on_fresh_heap<std::set<Key32, std::less<Key32>, memd::Allocator<Key32>>, memd::hinted_set<Key32>>(
+        mode("hinted-set"), [&](auto& set, memd::Heap& heap) { return run_set(set, heap, n, churn, walks); });
   }
-  if (std::strcmp(argv[1], "std-list") == 0 || std::strcmp(argv[1], "hinted-list") == 0) {
-    auto made = memd::Heap::create();
-    if (!made.ok()) return 1;
-    size_t n = std::strtoul(argv[2], nullptr, 10), churn = std::strtoul(argv[3], nullptr, 10);
-    if (std::strcmp(argv[1], "std-list") == 0) {
-      std::list<Item, memd::Allocator<Item>> list{memd::Allocator<Item>(**made)};
-      return run_list(list, **made, n, churn, std::atoi(argv[4]));
-    }
-    memd::hinted_list<Item> list(**made);
-    return run_list(list, **made, n, churn, std::atoi(argv[4]));
+  if (mode("std-list") || mode("hinted-list")) {
+    return on_fresh_heap<std::list<Item, memd::Allocator<Item>>, memd::hinted_list<Item>>(
+        mode("hinted-list"), [&](auto& list, memd::Heap& heap) { return run_list(list, heap, n, churn, walks); });
   }
   std::unique_ptr<memd::Heap> heap;
   Allocator a{Allocator::kMalloc, nullptr};
@@ -246,9 +277,6 @@ int main(int argc, char** argv) {
     a.heap = heap.get();
     a.kind = std::strcmp(argv[1], "heap-near") == 0 ? Allocator::kHeapNear : Allocator::kHeap;
   }
-  size_t n = std::strtoul(argv[2], nullptr, 10);
-  size_t churn = std::strtoul(argv[3], nullptr, 10);
-  int walks = std::atoi(argv[4]);
   std::mt19937_64 rng(7);
   std::vector<Node*> nodes;   // every node, in no order (for random picks)
   std::vector<void*> others;  // the interleaved objects
@@ -282,28 +310,26 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < others.size(); ++i) {
     if (rng() % 2 == 0) a.free(others[i]), others[i] = nullptr;
   }
-  double t0 = now_s();
-  for (size_t i = 0; i < churn; ++i) {
-    Node* at = nodes[rng() % nodes.size()];
-    Node* gone = at->next;
-    if (gone != head && gone != at) {
-      at->next = gone->next;
-      Node* last = nodes.back();
-      nodes[gone->slot] = last;
-      last->slot = gone->slot;
-      nodes.pop_back();
-      a.free(gone);
-    }
-    Node* before = nodes[rng() % nodes.size()];
-    Node* x = make_node(before);
-    x->next = before->next;
-    before->next = x;
-  }
-  double t1 = now_s();
-  uint64_t sum = 0, visited = 0;
-  walk_ring(head, walks, &sum, &visited);
-  double t2 = now_s();
-  report(t1 - t0, t2 - t1, churn, visited, hinted, landed_near, nodes.size(), sum);
+  Timed t = churn_then_walk(
+      churn,
+      [&] {
+        Node* at = nodes[rng() % nodes.size()];
+        Node* gone = at->next;
+        if (gone != head && gone != at) {
+          at->next = gone->next;
+          Node* last = nodes.back();
+          nodes[gone->slot] = last;
+          last->slot = gone->slot;
+          nodes.pop_back();
+          a.free(gone);
+        }
+        Node* before = nodes[rng() % nodes.size()];
+        Node* x = make_node(before);
+        x->next = before->next;
+        before->next = x;
+      },
+      [&](uint64_t* sum, uint64_t* visited) { walk_ring(head, walks, sum, visited); });
+  report(t, churn, hinted, landed_near, nodes.size());
   for (Node* x : nodes) a.free(x);
   for (void* p : others) {
     if (p != nullptr) a.free(p);
