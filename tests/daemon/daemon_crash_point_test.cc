@@ -53,6 +53,7 @@ std::vector<Job> survivors() {
 // at its crash point meanwhile. Returns the client's exit code.
 int run_through_crashes(DaemonProcess& d, const Job& job, int* crashes) {
   pid_t client = start_client(d, job.options, job.args);
+  if (client <= 0) return -1;  // not started: waitpid(-1) below would wait for any child
   for (;;) {
     int status = 0;
     pid_t done = waitpid(client, &status, WNOHANG);

@@ -45,7 +45,8 @@ inline pid_t start_client(const DaemonProcess& d, const std::vector<std::string>
 
 inline int run_client(const DaemonProcess& d, const std::vector<std::string>& options,
                       const std::vector<std::string>& args) {
-  return wait_exit(start_client(d, options, args));
+  pid_t pid = start_client(d, options, args);
+  return pid > 0 ? wait_exit(pid) : -1;  // wait_exit(-1) would wait for any child
 }
 
 // Polls `done` every 10 ms for up to `limit`; true if it came true.
