@@ -16,6 +16,7 @@ int errno_of(const absl::Status& s) {
     case absl::StatusCode::kUnavailable: return ECONNREFUSED;
     case absl::StatusCode::kResourceExhausted: return ENOMEM;
     case absl::StatusCode::kOutOfRange: return EFAULT;
+    case absl::StatusCode::kDeadlineExceeded: return ETIMEDOUT;
     default: return EINVAL;
   }
 }

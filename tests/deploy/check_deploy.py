@@ -19,6 +19,11 @@ CHECK is one of:
                      metrics port and annotations, the ConfigMap's memd.conf
                      accepted by memd, the example client pod
   install            cmake --install into a scratch prefix installs each file
+  use-from-project   out of the source tree, examples/use-from-project builds
+                     against the installed tree alone, with CMake
+                     (find_package(memd)) and with pkg-config, and its C and
+                     C++ programs run against the installed memd; libmemd.so
+                     has its soname and exports the C API alone
 
 A missing tool is a failure that says which package brings it.
 """
@@ -29,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 try:
     import yaml
@@ -333,7 +339,10 @@ def check_kubernetes(args):
 INSTALLED = {
     "bin/memd": True, "bin/memdctl": True, "bin/memd-replay": True,
     "lib/libmemd-malloc.so": False, "lib/libmemd-daemon-link.so": False,
-    "include/memd/memd.h": False, "include/memd/memd_region.h": False,
+    "include/memd/memd.h": False, "include/memd/memd_region.h": False, "include/memd/memd_client.h": False,
+    "lib/libmemd.so.0": False, "lib/cmake/memd/memdConfig.cmake": False,
+    "lib/cmake/memd/memdConfigVersion.cmake": False, "lib/cmake/memd/memdTargets.cmake": False,
+    "lib/pkgconfig/memd.pc": False,
     "lib/systemd/system/memd.service": False, "etc/memd/memd.conf.example": False,
 }
 
@@ -368,6 +377,96 @@ def check_install(args):
               f"the installed memdctl replay failed (exit {status}): {out} {err}")
 
 
+def run_ok(argv, what, env=None):
+    """Runs argv (with env added to the environment); fails naming `what` unless it exits 0. Its stdout."""
+    print("$", " ".join(argv), flush=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+    sys.stdout.write(proc.stdout)
+    sys.stdout.write(proc.stderr)
+    check(proc.returncode == 0, f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def start_installed_daemon(prefix, scratch):
+    """The installed memd on a socket, data directory and shm namespace of its own; (process, socket, namespace)."""
+    sock = os.path.join(scratch, "memd.sock")
+    namespace = f"use{os.getpid()}"
+    log = open(os.path.join(scratch, "memd.log"), "w")
+    daemon = subprocess.Popen([os.path.join(prefix, "bin/memd"), "--socket", sock, "--data-dir",
+                               os.path.join(scratch, "data"), "--shm-namespace", namespace,
+                               "--metrics-address", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(1000):
+        if os.path.exists(sock) or daemon.poll() is not None:
+            break
+        time.sleep(0.01)
+    check(daemon.poll() is None and os.path.exists(sock),
+          f"the installed memd did not start: {open(log.name).read()[-500:]}")
+    return daemon, sock, namespace
+
+
+def check_use_from_project(args):
+    if args.sanitizer:
+        # A sanitizer build's libmemd.so needs its runtime loaded first,
+        # which a program of the user's does not do.
+        print("skipped: a sanitizer build's library is not for other programs")
+        return
+    cmake = tool(args.cmake, "cmake", "cmake")
+    pkg_config = tool(None, "pkg-config", "pkg-config")
+    with tempfile.TemporaryDirectory(prefix="memd-use-") as scratch:
+        prefix = os.path.join(scratch, "prefix")
+        run_ok([cmake, "--install", args.build, "--prefix", prefix], "cmake --install")
+        lib = os.path.join(prefix, "lib/libmemd.so")
+        dynamic = run_ok(["readelf", "-d", lib], "readelf")
+        check("Library soname: [libmemd.so.0]" in dynamic, "libmemd.so has no soname libmemd.so.0")
+        # "name@@MEMD_0": every symbol in the version node of the first release.
+        symbols = [line.split()[-1] for line in run_ok(["nm", "-D", "--defined-only", lib], "nm").splitlines()]
+        check(all(s.endswith("@@MEMD_0") or s == "MEMD_0" for s in symbols), f"unversioned symbols: {symbols[:10]}")
+        exported = [s.split("@")[0] for s in symbols]
+        check("memd_connect" in exported and "memd_region_alloc" in exported and "memd_alloc" in exported,
+              "libmemd.so does not export the C API")
+        others = [name for name in exported if not name.startswith("memd_") and name != "MEMD_0"]
+        check(not others, f"libmemd.so exports more than the C API: {others[:10]}")
+
+        # The user's project, out of the source tree.
+        project = os.path.join(scratch, "project")
+        shutil.copytree(os.path.join(args.source, "examples/use-from-project"), project)
+        with_cmake = os.path.join(scratch, "with-cmake")
+        run_ok([cmake, "-S", project, "-B", with_cmake, f"-DCMAKE_PREFIX_PATH={prefix}"], "cmake configure")
+        run_ok([cmake, "--build", with_cmake], "cmake --build")
+        pc = {"PKG_CONFIG_PATH": os.path.join(prefix, "lib/pkgconfig")}
+        flags = run_ok([pkg_config, "--cflags", "--libs", "memd"], "pkg-config", env=pc).split()
+        check(run_ok([pkg_config, "--modversion", "memd"], "pkg-config", env=pc).strip() == args.version,
+              "memd.pc has another version")
+        with_pc = os.path.join(scratch, "with-pkg-config")
+        os.mkdir(with_pc)
+        run_ok(["cc", "-std=c11", "-Wall", "-Werror", os.path.join(project, "hello.c"), "-o",
+                os.path.join(with_pc, "hello_c"), *flags], "cc with pkg-config")
+        run_ok(["c++", "-std=c++17", "-Wall", "-Werror", os.path.join(project, "hello.cc"), "-o",
+                os.path.join(with_pc, "hello_cxx"), *flags], "c++ with pkg-config")
+
+        daemon, sock, namespace = start_installed_daemon(prefix, scratch)
+        try:
+            env = {"MEMD_SOCKET": sock, "LD_LIBRARY_PATH": os.path.join(prefix, "lib")}
+            for n, build in enumerate([with_cmake, with_pc], start=1):
+                out = run_ok([os.path.join(build, "hello_c"), "hello"], f"{build}/hello_c", env=env)
+                check(re.search(rf"^count={n} notes={n} version={re.escape(args.version)}$", out, re.M),
+                      f"hello_c run {n}: {out!r}, expected count={n} notes={n}")
+                out = run_ok([os.path.join(build, "hello_cxx"), "scratch"], f"{build}/hello_cxx", env=env)
+                check("allocated=1000 freed=1000 check=ok" in out, f"hello_cxx: {out!r}")
+            # A program of the user's without a daemon gets an error, not a crash.
+            missing = subprocess.run([os.path.join(with_cmake, "hello_c"), "hello"], capture_output=True, text=True,
+                                     timeout=120, env={**os.environ, **env,
+                                                       "MEMD_SOCKET": os.path.join(scratch, "none.sock")})
+            check(missing.returncode == 1 and "memd_connect" in missing.stderr,
+                  f"without a daemon: exit {missing.returncode}, {missing.stderr!r}")
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+            for name in os.listdir("/dev/shm"):
+                if name.startswith(f"memd.{namespace}."):
+                    os.unlink(os.path.join("/dev/shm", name))
+
+
 CHECKS = {
     "prometheus-config": check_prometheus_config,
     "prometheus-rules": check_prometheus_rules,
@@ -376,6 +475,7 @@ CHECKS = {
     "config": check_config,
     "kubernetes": check_kubernetes,
     "install": check_install,
+    "use-from-project": check_use_from_project,
 }
 
 
@@ -387,6 +487,7 @@ def main():
     p.add_argument("--promtool")
     p.add_argument("--systemd-analyze")
     p.add_argument("--cmake")
+    p.add_argument("--version", default="", help="the project's version (what memd.pc must say)")
     p.add_argument("--sanitizer", action="store_true", help="a sanitizer build (no preloaded malloc)")
     p.add_argument("check", choices=sorted(CHECKS))
     args = p.parse_args()
