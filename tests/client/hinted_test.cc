@@ -242,6 +242,15 @@ TEST_F(HintedTest, EverySetAndMapInsertOverloadHints) {
   EXPECT_TRUE(hs.insert(std::move(node)).inserted);
   ss.insert(30);
   EXPECT_EQ(*hs.insert(hs.cend(), hs.extract(30)), 30);
+  EXPECT_EQ(last_hint(hs), &*hs.find(8));  // a handle's element lands by its neighbour too
+  auto twice = hs.extract(4);
+  hs.insert(4);
+  auto refused = hs.insert(std::move(twice));  // 4 is there: the handle comes back
+  EXPECT_FALSE(refused.inserted);
+  ASSERT_FALSE(refused.node.empty());
+  EXPECT_EQ(refused.node.value(), 4);
+  EXPECT_EQ(*hs.insert(hs.cbegin(), std::move(refused.node)), 4);
+  EXPECT_FALSE(refused.node.empty());  // not inserted: unchanged
   EXPECT_TRUE(std::equal(hs.begin(), hs.end(), ss.begin(), ss.end()));
 
   hinted_map<int, std::string> hm(*heap_);
@@ -279,7 +288,16 @@ TEST_F(HintedTest, EverySetAndMapInsertOverloadHints) {
   sm.erase(16), sm[17] = "p";
   EXPECT_TRUE(hm.insert(std::move(node2)).inserted);
   EXPECT_EQ(hm.insert(hm.cend(), hm.extract(17))->second, "p");
+  auto twice_m = hm.extract(14);
+  hm[14] = "N";
+  auto refused_m = hm.insert(std::move(twice_m));
+  EXPECT_FALSE(refused_m.inserted);
+  ASSERT_FALSE(refused_m.node.empty());
+  EXPECT_EQ(refused_m.node.mapped(), "n");
+  sm[14] = "N";
   EXPECT_TRUE(std::equal(hm.begin(), hm.end(), sm.begin(), sm.end()));
+  refused.node = {};  // the handles not inserted free their nodes
+  refused_m.node = {};
   hs.clear();
   hm.clear();
   EXPECT_EQ(heap_->stat().busy_objects, 0u);
