@@ -18,6 +18,9 @@ packages=(
   # the adversary tests: a client that is not libmemd, in Debian's python3
   # (stubs from grpc_python_plugin, in protobuf-compiler-grpc above)
   python3-grpcio python3-protobuf
+  # the Python package (python/): numpy arrays in regions, its pytest tests,
+  # and pip installing it into a virtual environment
+  python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
   # checks of deploy/: systemd-analyze, and YAML for the DaemonSet
   # (promtool comes with prometheus, above)
   systemd python3-yaml

@@ -11,7 +11,7 @@
 #include <string.h>
 
 struct note {
-  uint64_t next; /* offset of the next note in the region, 0: none */
+  uint64_t next; /* offset + 1 of the next note in the region, 0: none */
   char text[48];
 };
 
@@ -38,13 +38,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "memd_region: %s\n", strerror(errno));
     return 1;
   }
-  /* Pointers differ between processes: links are offsets in the region. */
+  /* Pointers differ between processes: links are offsets in the region
+   * (plus one: an object may sit at offset 0, and a new root reads 0). */
   snprintf(n->text, sizeof(n->text), "run %llu", (unsigned long long)(*count + 1));
   n->next = *head;
-  *head = memd_region_offset(region, n);
+  *head = memd_region_offset(region, n) + 1;
   *count += 1;
   unsigned notes = 0;
-  for (uint64_t at = *head; at != 0; at = ((struct note*)memd_region_at(region, at))->next) ++notes;
+  for (uint64_t at = *head; at != 0; at = ((struct note*)memd_region_at(region, at - 1))->next) ++notes;
   printf("count=%llu notes=%u version=%s\n", (unsigned long long)*count, notes, memd_version());
   memd_region_close(region);
   memd_disconnect(client);
