@@ -172,6 +172,15 @@ void* memd_region_alloc(memd_region* region, size_t size) {
   memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
   return r->alloc(size);
 }
+void* memd_region_calloc(memd_region* region, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return cast(region)->alloc_zeroed(total);
+}
+
 void memd_region_free(memd_region* region, void* p) {
   memd::Region* r = cast(region);
   if (!books_kept(r)) return r->free(p);

@@ -84,6 +84,9 @@ int memd_region_write_profile(memd_region* region, int fd);
 
 /* A pool region fails (EINVAL) any size but its fixed one. */
 void* memd_region_alloc(memd_region* region, size_t size);
+/* count * size zeroed bytes (fresh pages are not written again); ENOMEM on
+ * overflow. */
+void* memd_region_calloc(memd_region* region, size_t count, size_t size);
 void memd_region_free(memd_region* region, void* p);
 /* n objects of `size` into out[0..n) at once; returns how many (fewer only
  * when memory runs out or the method refuses the size: errno says). */

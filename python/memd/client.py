@@ -105,6 +105,13 @@ class Region:
             _raise(f"alloc {size} bytes in {self.name!r}")
         return p
 
+    def calloc(self, size):
+        """As alloc, zeroed (fresh pages of the region are not written again)."""
+        p = lib.memd_region_calloc(self._live(), 1, size)
+        if not p:
+            _raise(f"calloc {size} bytes in {self.name!r}")
+        return p
+
     def free(self, address):
         lib.memd_region_free(self._live(), address)
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,21 @@ int main(void) {
     ++l->count;
   }
   CHECK(memd_region_persist(r, l, sizeof *l) == 0);
+  {
+    /* calloc: zeros where a freed object left bytes, and overflow refused. */
+    unsigned char* dirty = memd_region_alloc(r, 256);
+    CHECK(dirty != NULL);
+    if (dirty != NULL) memset(dirty, 0xab, 256);
+    memd_region_free(r, dirty);
+    unsigned char* z = memd_region_calloc(r, 16, 16);
+    CHECK(z != NULL);
+    int zero = 1;
+    for (int i = 0; z != NULL && i < 256; ++i) zero &= z[i] == 0;
+    CHECK(zero);
+    memd_region_free(r, z);
+    errno = 0;
+    CHECK(memd_region_calloc(r, SIZE_MAX / 2, 4) == NULL && errno == ENOMEM);
+  }
   CHECK(memd_region_serve(r, sock) == 0);
 
   /* A child frees every other node, the parent's objects. */
