@@ -49,6 +49,24 @@ def test_misuse_is_an_exception(daemon):
     assert e.value.errno == errno.ECONNREFUSED
 
 
+def test_a_region_opens_as_whatever_it_is_unless_told(daemon):
+    with memd.connect() as client:
+        client.open("on-file", discipline="file", max_bytes=16 << 20).close()
+        client.open("on-file", create=False).close()  # no discipline: any
+        with pytest.raises(memd.Error) as e:
+            client.open("on-file", discipline="shm", create=False)
+        assert e.value.errno == errno.EPROTO
+
+
+def test_an_exception_under_live_arrays_is_the_one_raised(daemon):
+    with pytest.raises(KeyError):
+        with memd.connect() as client, client.open("raising", max_bytes=16 << 20) as region:
+            a = memd.ndarray(region, (10,), np.int8, name="x")
+            raise KeyError("the caller's own")
+    del a
+    gc.collect()  # the region and the connection close once the array is gone
+
+
 def test_arrays_are_made_found_and_checked(daemon):
     with memd.connect() as client, client.open("arrays", max_bytes=64 << 20) as region:
         a = memd.ndarray(region, (300, 200), np.float32, name="grid")

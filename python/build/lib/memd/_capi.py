@@ -28,6 +28,7 @@ _PROTOTYPES = {
     "memd_region_close": (None, [c_void_p]),
     "memd_region_method": (c_int, [c_void_p]),
     "memd_region_alloc": (c_void_p, [c_void_p, c_size_t]),
+    "memd_region_calloc": (c_void_p, [c_void_p, c_size_t, c_size_t]),
     "memd_region_free": (None, [c_void_p, c_void_p]),
     "memd_region_size": (c_size_t, [c_void_p, c_void_p]),
     "memd_region_offset": (c_uint64, [c_void_p, c_void_p]),

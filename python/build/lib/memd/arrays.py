@@ -127,7 +127,6 @@ def ndarray(region, shape=None, dtype=None, name=None, offset=None):
         raise ValueError("an unnamed array needs shape and dtype")
     header = _header_bytes(len(shape))
     nbytes = math.prod(shape) * dtype.itemsize
-    address = region.alloc(header + nbytes)
+    address = region.calloc(header + nbytes)
     _write_header(address, dtype, shape)
-    ctypes.memset(address + header, 0, nbytes)
     return _view(region, address + header, dtype, shape, owned=address, object_address=address)

@@ -7,6 +7,7 @@ child made by fork() (neither is the C library's): use the "spawn" or
 A forked child may still read and write arrays it inherited: their pages
 are shared, not copied."""
 import ctypes
+import errno
 import os
 import weakref
 
@@ -39,20 +40,34 @@ class Client:
             _raise(f"connect to memd{' on ' + socket if socket else ''}")
         self._regions = weakref.WeakSet()
 
-    def open(self, name, discipline="shm", *, method=None, create=True, exclusive=False, read_only=False,
-             mode=0, max_bytes=0, any_discipline=False):
+    def open(self, name, discipline=None, *, method=None, create=True, exclusive=False, read_only=False,
+             mode=0, max_bytes=0):
         """The region `name` (created unless create=False). discipline: "shm",
-        "file" (persists across restarts) or "pmem"; method: None (what it
-        was made with; creating: "best"), "best", "pool", "last", "debug",
-        "profile"; mode: permission bits when creating (0: 0600)."""
-        if discipline not in DISCIPLINES:
-            raise ValueError(f"discipline must be one of {sorted(DISCIPLINES)}, not {discipline!r}")
+        "file" (persists across restarts) or "pmem"; None: whatever the
+        region is (creating: "shm"). method: None (what it was made with;
+        creating: "best"), "best", "pool", "last", "debug", "profile". mode:
+        permission bits when creating (0: 0600)."""
+        if discipline is not None and discipline not in DISCIPLINES:
+            raise ValueError(f"discipline must be None or one of {sorted(DISCIPLINES)}, not {discipline!r}")
         if method not in METHODS:
             raise ValueError(f"method must be None or one of {sorted(m for m in METHODS if m)}, not {method!r}")
+        options = dict(method=method, read_only=read_only, mode=mode, max_bytes=max_bytes)
+        if discipline is None and not exclusive:
+            # The daemon creates only with a discipline given: open whatever
+            # is there, else create it in shared memory.
+            try:
+                return self._open(name, None, create=False, exclusive=False, **options)
+            except Error as e:
+                if e.errno != errno.ENOENT or not create:
+                    raise
+        return self._open(name, discipline or "shm", create=create, exclusive=exclusive, **options)
+
+    def _open(self, name, discipline, *, method, create, exclusive, read_only, mode, max_bytes):
         o = OpenOptions()
         lib.memd_open_options_init(ctypes.byref(o))
-        o.discipline, o.method = DISCIPLINES[discipline], METHODS[method]
-        o.any_discipline, o.create, o.exclusive, o.read_only = any_discipline, create, exclusive, read_only
+        o.discipline, o.any_discipline = DISCIPLINES[discipline or "shm"], discipline is None
+        o.method = METHODS[method]
+        o.create, o.exclusive, o.read_only = create, exclusive, read_only
         o.mode, o.max_bytes = mode, max_bytes
         handle = self._live().memd_open(self._handle, name.encode(), ctypes.byref(o))
         if not handle:
@@ -77,7 +92,12 @@ class Client:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        # Leaving on an exception with a region still under arrays: the
+        # exception is what the caller needs to see; the connection closes
+        # when its regions have (see Region.__del__).
+        if exc_type is not None and any(r._views for r in self._regions):
+            return
         self.close()
 
     def __del__(self):
@@ -103,6 +123,13 @@ class Region:
         p = lib.memd_region_alloc(self._live(), size)
         if not p:
             _raise(f"alloc {size} bytes in {self.name!r}")
+        return p
+
+    def calloc(self, size):
+        """As alloc, zeroed (fresh pages of the region are not written again)."""
+        p = lib.memd_region_calloc(self._live(), 1, size)
+        if not p:
+            _raise(f"calloc {size} bytes in {self.name!r}")
         return p
 
     def free(self, address):
@@ -161,5 +188,12 @@ class Region:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None and self._views:
+            return  # closed when its last array goes (__del__): the exception is the news
         self.close()
+
+    def __del__(self):
+        # Arrays hold their region, so this runs only once none is left.
+        if getattr(self, "_handle", None) and self._client._handle:
+            self.close()
