@@ -305,6 +305,18 @@ absl::Status SharedSource::lock_owner() {
   return absl::OkStatus();
 }
 
+absl::Status SharedSource::lock_shared() {
+  while (flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return internal::errno_status(errno, describe(), "cannot lock");
+    std::string holder;
+    if (pid_t pid = internal::flock_holder(fd_); pid > 0) holder = absl::StrCat(" (pid ", pid, ")");
+    return absl::FailedPreconditionError(
+        absl::StrCat("region ", name_, " is open by its owner", holder, ": stop it first (", describe(), " is locked)"));
+  }
+  return absl::OkStatus();
+}
+
 bool SharedSource::remap_private_in_child() {
   if (base_ == nullptr || fd_ < 0) {
     errno = EBADF;

@@ -115,6 +115,10 @@ class SharedSource final : public heap::MemorySource {
   // owner. FAILED_PRECONDITION if another open of the object holds it. The
   // lock belongs to this open; a child forked afterwards shares it.
   absl::Status lock_owner();
+  // Takes a shared, non-blocking flock: no owner holds the object, and none
+  // can take it while this open lasts (tools that read a stopped region).
+  // FAILED_PRECONDITION naming the owner if one holds it.
+  absl::Status lock_shared();
 
   // MemorySource, after map():
   char* base() const override { return base_; }

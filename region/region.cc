@@ -455,6 +455,18 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
 }
 
+absl::StatusOr<std::unique_ptr<Region>> Region::inspect(std::string_view name, Discipline discipline) {
+  uint64_t preferred = 0;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, Method{}, true, false, &preferred);
+  if (!impl.ok()) return impl.status();
+  RegionImpl* r = impl->get();
+  if (absl::Status s = r->source->lock_shared(); !s.ok()) return s;
+  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  r->region = attach_view(*r->source);
+  r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
+  return std::unique_ptr<Region>(new Region(std::move(*impl)));
+}
+
 absl::StatusOr<std::unique_ptr<Region>> Region::attach_leased(std::string_view object, Discipline discipline,
                                                               Method method,
                                                               std::unique_ptr<region::LeaseChannel> channel,

@@ -181,6 +181,11 @@ class Region {
   static absl::StatusOr<std::unique_ptr<Region>> attach(std::string_view name, Discipline discipline,
                                                         std::string_view owner_socket,
                                                         bool read_only = false, Method method = Method{});
+  // For tools, with the owner stopped: maps the region read-only, under a
+  // shared lock that keeps any owner out while the result lives. Reads only
+  // (roots, stat, check, facts); alloc and free fail (EROFS). An owner
+  // holding it is FAILED_PRECONDITION.
+  static absl::StatusOr<std::unique_ptr<Region>> inspect(std::string_view name, Discipline discipline);
   // Deletes a region's backing object. The region must not be open.
   static absl::Status remove(std::string_view name, Discipline discipline);
 
@@ -343,6 +348,8 @@ class Region {
     uint32_t max_clients = 0;     // lease slots
     uint32_t max_pages = 0;       // data pages the reservation can hold
     uint64_t committed_bytes = 0; // data pages backed now
+    uint32_t format_version = 0;  // of the region's layout (docs/region-format.md)
+    bool clean_close = false;     // the last owner closed it (false: open now, or it crashed)
   };
   HeaderFacts header_facts() const;
   // One client process's lease slot, as the owner keeps it.

@@ -23,6 +23,8 @@ Region::HeaderFacts Region::header_facts() const {
   f.max_clients = impl_->region.max_clients;
   f.max_pages = impl_->region.page_limit();
   f.committed_bytes = uint64_t{impl_->region.committed_pages(std::memory_order_relaxed)} * heap::kPageSize;
+  f.format_version = h.version;
+  f.clean_close = h.clean_close.load(std::memory_order_acquire) == 1;
   return f;
 }
 

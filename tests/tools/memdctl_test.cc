@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -27,6 +28,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "memd/v1/memd.pb.h"
+#include "region/region.h"
 #include "tests/daemon/daemon_process.h"
 
 namespace memd {
@@ -668,6 +670,158 @@ TEST_F(MemdctlTest, HelpPrintsTheUsageOnStdout) {
       EXPECT_NE(r.out.find(std::string("\n  ") + command + " "), std::string::npos) << command;
     }
   }
+}
+
+// memdctl file: a region file with no daemon, in a directory of its own.
+class MemdctlFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/memdctl-file-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/jobs.region";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Result file(std::vector<std::string> args) {
+    args.insert(args.begin(), "file");
+    return run_memdctl(dir_, args);
+  }
+  // A region file with 100 objects and two roots, closed cleanly.
+  void make_region() {
+    RegionOptions o;
+    o.discipline = Discipline::kFile;
+    o.max_bytes = size_t{32} << 20;
+    auto r = Region::create(path_, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int i = 0; i < 100; ++i) ASSERT_NE((*r)->alloc(64 + i), nullptr);
+    bool made = false;
+    ASSERT_NE((*r)->root_bytes("config", 128, &made), nullptr);
+    ASSERT_NE((*r)->root_bytes("index", 4096, &made), nullptr);
+  }
+  std::string header() {
+    std::ifstream f(path_, std::ios::binary);
+    std::string bytes(4096, '\0');
+    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return bytes;
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(MemdctlFileTest, InfoRootsAndCheckReadAStoppedRegion) {
+  make_region();
+  std::string before = header();
+  Result info = file({"info", path_});
+  ASSERT_EQ(info.exit_code, 0) << info;
+  EXPECT_NE(info.out.find("method best"), std::string::npos) << info;
+  EXPECT_NE(info.out.find("closed        cleanly"), std::string::npos) << info;
+  EXPECT_NE(info.out.find("objects       102 live"), std::string::npos) << info;  // the roots are objects too
+  EXPECT_NE(info.out.find("2 roots"), std::string::npos) << info;
+  Result roots = file({"roots", path_});
+  ASSERT_EQ(roots.exit_code, 0) << roots;
+  EXPECT_TRUE(std::regex_search(roots.out, std::regex("\nconfig +[0-9]+ +128\n"))) << roots;
+  EXPECT_TRUE(std::regex_search(roots.out, std::regex("\nindex +[0-9]+ +4096\n"))) << roots;
+  Result check = file({"check", path_});
+  EXPECT_EQ(check.exit_code, 0) << check;
+  EXPECT_EQ(check.out, "check         ok\n") << check;
+  EXPECT_EQ(header(), before) << "reading changed the file";
+}
+
+TEST_F(MemdctlFileTest, ARegionWithAnOwnerIsLeftAlone) {
+  make_region();
+  auto owner = Region::open(path_, Discipline::kFile);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  for (const char* verb : {"info", "check", "roots", "repair"}) {
+    Result r = file({verb, path_});
+    EXPECT_EQ(r.exit_code, 4) << verb << "\n" << r;
+    EXPECT_NE(r.err.find("is open by its owner (pid " + std::to_string(getpid()) + ")"), std::string::npos) << r;
+  }
+  Result c = file({"copy", path_, dir_ + "/copy.region"});
+  EXPECT_EQ(c.exit_code, 4) << c;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/copy.region"));
+}
+
+TEST_F(MemdctlFileTest, RepairShowsWhatRecoveryWouldDoThenDoesIt) {
+  // An owner killed with its region open: not closed cleanly.
+  pid_t pid = fork();
+  if (pid == 0) {
+    RegionOptions o;
+    o.discipline = Discipline::kFile;
+    o.max_bytes = size_t{32} << 20;
+    auto r = Region::create(path_, o);
+    if (!r.ok()) _exit(1);
+    for (int i = 0; i < 1000; ++i) (*r)->alloc(48);
+    bool made = false;
+    (*r)->root_bytes("kept", 64, &made);
+    (void)r->release();  // no close: as if killed
+    _exit(0);
+  }
+  ASSERT_EQ(wait_exit(pid), 0);
+  Result info = file({"info", path_});
+  EXPECT_NE(info.out.find("NOT cleanly"), std::string::npos) << info;
+  std::string before = header();
+  Result shown = file({"repair", path_});
+  EXPECT_EQ(shown.exit_code, 0) << shown;
+  EXPECT_NE(shown.out.find("recovery      would rebuild the free lists"), std::string::npos) << shown;
+  EXPECT_NE(shown.out.find("then check    ok"), std::string::npos) << shown;
+  EXPECT_NE(shown.out.find("not done"), std::string::npos) << shown;
+  EXPECT_EQ(header(), before) << "repair without --apply changed the file";
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().find("memdctl-repair"), std::string::npos) << "scratch copy left behind";
+  }
+  Result applied = file({"repair", path_, "--apply"});
+  EXPECT_EQ(applied.exit_code, 0) << applied;
+  EXPECT_NE(applied.out.find("recovered     rebuilt the free lists"), std::string::npos) << applied;
+  EXPECT_NE(header(), before);
+  Result after = file({"info", path_});
+  EXPECT_NE(after.out.find("closed        cleanly"), std::string::npos) << after;
+  EXPECT_NE(after.out.find("recoveries 1"), std::string::npos) << after;
+  EXPECT_NE(after.out.find("objects       1001 live"), std::string::npos) << after;  // and the root
+}
+
+TEST_F(MemdctlFileTest, CopyAndSnapshotMakeARegionFileOfTheirOwn) {
+  make_region();
+  std::string copy = dir_ + "/copy.region";
+  Result c = file({"copy", path_, copy});
+  ASSERT_EQ(c.exit_code, 0) << c;
+  EXPECT_NE(c.out.find("the copy      ok"), std::string::npos) << c;
+  EXPECT_EQ(std::filesystem::file_size(copy), std::filesystem::file_size(path_));
+  Result roots = file({"roots", copy});
+  EXPECT_NE(roots.out.find("config"), std::string::npos) << roots;
+  Result again = file({"copy", path_, copy});  // never overwrites
+  EXPECT_EQ(again.exit_code, 4) << again;
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again;
+  // A reflink where the file system has them; else a clear refusal and no file.
+  std::string snap = dir_ + "/snap.region";
+  Result s = file({"snapshot", path_, snap});
+  if (s.exit_code == 0) {
+    EXPECT_NE(s.out.find("reflinked"), std::string::npos) << s;
+    EXPECT_NE(s.out.find("the copy      ok"), std::string::npos) << s;
+  } else {
+    EXPECT_EQ(s.exit_code, 4) << s;
+    EXPECT_NE(s.err.find("cannot reflink"), std::string::npos) << s;
+    EXPECT_FALSE(std::filesystem::exists(snap));
+  }
+}
+
+TEST_F(MemdctlFileTest, BadFilesAndArgumentsAreClearErrors) {
+  make_region();
+  std::filesystem::copy_file(path_, dir_ + "/cut.region");
+  std::filesystem::resize_file(dir_ + "/cut.region", 4096);
+  Result cut = file({"info", dir_ + "/cut.region"});
+  EXPECT_EQ(cut.exit_code, 4) << cut;
+  EXPECT_NE(cut.err.find("cut.region"), std::string::npos) << cut;
+  std::ofstream(dir_ + "/text.region") << "not a region\n";
+  Result text = file({"check", dir_ + "/text.region"});
+  EXPECT_EQ(text.exit_code, 4) << text;
+  Result missing = file({"info", dir_ + "/missing.region"});
+  EXPECT_EQ(missing.exit_code, 4) << missing;
+  EXPECT_EQ(file({"frobnicate", path_}).exit_code, 2);
+  EXPECT_EQ(file({"copy", path_}).exit_code, 2);
+  EXPECT_EQ(file({"info", path_, "--apply"}).exit_code, 2);
+  EXPECT_EQ(file({"info"}).exit_code, 2);
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ constexpr CommandSpec kCommands[] = {
      "replay an allocation trace offline: time and space per method and malloc"},
     {Command::kPprof, "pprof", "", "SUMMARY [-o FILE]", 1, 1,
      "a profile method summary (VMPROFILE, vmprofile) as a pprof profile, offline"},
+    {Command::kFile, "file", "", "info|check|roots|repair|copy|snapshot FILE [DEST] [--apply]", 2, 3,
+     "with memd stopped, a region file: its facts, check, roots; repair shows what recovery would do "
+     "(--apply does it); copy or snapshot (reflink only) to DEST"},
 };
 
 const CommandSpec* find_command(std::string_view word) {
@@ -138,6 +141,10 @@ absl::Status set_rounds(CommandLine& cl, const std::string& flag, const std::str
   cl.replay_rounds = *n;
   return absl::OkStatus();
 }
+absl::Status set_apply(CommandLine& cl, const std::string&, const std::string&) {
+  cl.apply = true;
+  return absl::OkStatus();
+}
 absl::Status set_output(CommandLine& cl, const std::string& flag, const std::string& path) {
   if (path.empty()) return usage_error(absl::StrCat(flag, " needs a file name, or - for stdout"));
   cl.output = path;
@@ -159,6 +166,7 @@ constexpr FlagSpec kFlags[] = {
     {"--method", "", "M,..", false, Command::kReplay, "", set_methods},
     {"--allocators", "", "A,..", false, Command::kReplay, "", set_allocators},
     {"--rounds", "", "N", false, Command::kReplay, "", set_rounds},
+    {"--apply", "", "", false, Command::kFile, "", set_apply},
 };
 
 const FlagSpec* find_flag(std::string_view word) {

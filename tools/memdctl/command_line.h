@@ -12,7 +12,7 @@
 
 namespace memd::memdctl {
 
-enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay, kPprof };
+enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay, kPprof, kFile };
 
 struct CommandLine {
   std::string socket;  // empty: the default rule (region/options.h client_socket_path())
@@ -29,6 +29,7 @@ struct CommandLine {
   std::string replay_methods;      // replay --method best,debug,... (empty: every method)
   std::string replay_allocators;   // replay --allocators glibc,... (empty: glibc, jemalloc, mimalloc)
   int replay_rounds = 3;           // replay --rounds N
+  bool apply = false;              // file repair --apply
 };
 
 // A usage error comes back as InvalidArgument with a one-line message; the

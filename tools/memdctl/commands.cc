@@ -246,6 +246,7 @@ Outcome run_command(const CommandLine& command_line, DaemonCalls& calls) {
     case Command::kProfile: return profile_command(command_line, calls);
     case Command::kReplay:  // offline: main runs them without a daemon
     case Command::kPprof:
+    case Command::kFile:
       return {grpc::Status(grpc::StatusCode::INTERNAL, "an offline command asks no daemon")};
   }
   return {grpc::Status(grpc::StatusCode::INTERNAL, "unknown command")};

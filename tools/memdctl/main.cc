@@ -10,6 +10,7 @@
 #include "tools/memdctl/command_line.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
+#include "tools/memdctl/file_commands.h"
 #include "tools/memdctl/replay_command.h"
 #include "tools/memdctl/pprof_command.h"
 
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
 
   if (command_line->command == Command::kReplay) return run_replay(*command_line);
   if (command_line->command == Command::kPprof) return run_pprof(*command_line);
+  if (command_line->command == Command::kFile) return run_file(*command_line);
 
   const std::string socket = command_line->socket.empty() ? memd::region::client_socket_path() : command_line->socket;
   if (int code = report_unreachable(socket); code != kExitOk) return code;
