@@ -4,6 +4,7 @@
 
 #include "client/heap.h"
 #include "client/memd.h"
+#include "client/status_errno.h"
 
 namespace {
 memd::Heap* cast(memd_heap* h) { return reinterpret_cast<memd::Heap*>(h); }
@@ -36,11 +37,7 @@ void* memd_alloc(memd_heap* heap, size_t size) { return cast(heap)->alloc(size);
 
 void* memd_calloc(memd_heap* heap, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return cast(heap)->alloc_zeroed(total);
+  return memd::client::bytes_of(count, size, &total) ? cast(heap)->alloc_zeroed(total) : nullptr;
 }
 
 void* memd_alloc_aligned(memd_heap* heap, size_t align, size_t size) {

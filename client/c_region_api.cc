@@ -174,11 +174,7 @@ void* memd_region_alloc(memd_region* region, size_t size) {
 }
 void* memd_region_calloc(memd_region* region, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return cast(region)->alloc_zeroed(total);
+  return memd::client::bytes_of(count, size, &total) ? cast(region)->alloc_zeroed(total) : nullptr;
 }
 
 void memd_region_free(memd_region* region, void* p) {

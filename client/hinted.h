@@ -165,6 +165,26 @@ std::pair<typename Tree::iterator, bool> insert_in_order(Tree& tree, const Key& 
   return {place(at), true};
 }
 
+// A node handle's insertion (see above): place(node) moves its element
+// into a hinted node ({position, inserted}); the handle is then emptied,
+// or, not inserted, handed back in the result.
+template <class Tree, class Node, class Place>
+typename Tree::insert_return_type insert_node(Tree& tree, Node& node, Place place) {
+  if (node.empty()) return {tree.end(), false, Node()};
+  auto [at, added] = place(node);  // moves out of the node only if it inserts
+  if (!added) return {at, false, std::move(node)};
+  node = Node();
+  return {at, true, Node()};
+}
+// The same, for the position-hinted overload: a handle not inserted stays
+// with the caller, unchanged.
+template <class Tree, class Node, class Place>
+typename Tree::iterator insert_node_keeping(Tree& tree, Node& node, Place place) {
+  typename Tree::insert_return_type r = insert_node(tree, node, place);
+  if (!r.inserted && !r.node.empty()) node = std::move(r.node);
+  return r.position;
+}
+
 // std::set whose insertions hint the new key's neighbour in key order, so
 // that an in-order walk (iteration, range queries) finds neighbours on the
 // same pages. Every standard insert and emplace overload is here; each
@@ -194,17 +214,10 @@ class hinted_set : public std::set<Key, Compare, HintedAllocator<Key>> {
   // A node handle's element moves into a new, hinted node (see
   // insert_in_order); a handle that is not inserted keeps its element.
   insert_return_type insert(node_type&& node) {
-    if (node.empty()) return {this->end(), false, node_type()};
-    auto [at, added] = insert_hinted(std::move(node.value()));
-    if (!added) return {at, false, std::move(node)};
-    node = node_type();
-    return {at, true, node_type()};
+    return insert_node(*this, node, [this](node_type& n) { return insert_hinted(std::move(n.value())); });
   }
   iterator insert(const_iterator, node_type&& node) {
-    if (node.empty()) return this->end();
-    auto [at, added] = insert_hinted(std::move(node.value()));
-    if (added) node = node_type();
-    return at;
+    return insert_node_keeping(*this, node, [this](node_type& n) { return insert_hinted(std::move(n.value())); });
   }
   template <class... Args>
   std::pair<iterator, bool> emplace(Args&&... args) {
@@ -294,17 +307,14 @@ class hinted_map : public std::map<Key, T, Compare, HintedAllocator<std::pair<co
   }
   void insert(std::initializer_list<value_type> values) { insert(values.begin(), values.end()); }
   insert_return_type insert(node_type&& node) {
-    if (node.empty()) return {this->end(), false, node_type()};
-    auto [at, added] = try_emplace_hinted(std::move(node.key()), std::move(node.mapped()));
-    if (!added) return {at, false, std::move(node)};
-    node = node_type();
-    return {at, true, node_type()};
+    return insert_node(*this, node, [this](node_type& n) {
+      return try_emplace_hinted(std::move(n.key()), std::move(n.mapped()));
+    });
   }
   iterator insert(const_iterator, node_type&& node) {
-    if (node.empty()) return this->end();
-    auto [at, added] = try_emplace_hinted(std::move(node.key()), std::move(node.mapped()));
-    if (added) node = node_type();
-    return at;
+    return insert_node_keeping(*this, node, [this](node_type& n) {
+      return try_emplace_hinted(std::move(n.key()), std::move(n.mapped()));
+    });
   }
   // The pair is made before the search, since the key is in it; it is then
   // moved into the node.

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -289,32 +290,41 @@ absl::Status SharedSource::map(void* hint) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Takes flock `how` (LOCK_EX or LOCK_SH) without waiting. nullopt: taken;
+// else another open holds a lock in the way: " (pid N)" naming its process
+// where /proc/locks does, "" otherwise.
+absl::StatusOr<std::optional<std::string>> try_flock(int fd, int how, const std::string& described) {
+  while (flock(fd, how | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return internal::errno_status(errno, described, "cannot lock");
+    pid_t pid = internal::flock_holder(fd);
+    return std::optional<std::string>(pid > 0 ? absl::StrCat(" (pid ", pid, ")") : "");
+  }
+  return std::optional<std::string>();
+}
+
+}  // namespace
+
 absl::Status SharedSource::lock_owner() {
   if (read_only_) {
     return absl::FailedPreconditionError(
         absl::StrCat("region ", name_, " was opened read-only; its owner must be able to write"));
   }
-  while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return internal::errno_status(errno, describe(), "cannot lock");
-    std::string holder;
-    if (pid_t pid = internal::flock_holder(fd_); pid > 0) holder = absl::StrCat(" (pid ", pid, ")");
-    return absl::FailedPreconditionError(
-        absl::StrCat("region ", name_, " already has an owner", holder, ": ", describe(), " is locked"));
-  }
-  return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> held = try_flock(fd_, LOCK_EX, describe());
+  if (!held.ok()) return held.status();
+  if (!*held) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("region ", name_, " already has an owner", **held, ": ", describe(), " is locked"));
 }
 
 absl::Status SharedSource::lock_shared() {
-  while (flock(fd_, LOCK_SH | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return internal::errno_status(errno, describe(), "cannot lock");
-    std::string holder;
-    if (pid_t pid = internal::flock_holder(fd_); pid > 0) holder = absl::StrCat(" (pid ", pid, ")");
-    return absl::FailedPreconditionError(
-        absl::StrCat("region ", name_, " is open by its owner", holder, ": stop it first (", describe(), " is locked)"));
-  }
-  return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> held = try_flock(fd_, LOCK_SH, describe());
+  if (!held.ok()) return held.status();
+  if (!*held) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("region ", name_, " is open by its owner", **held, ": stop it first (", describe(), " is locked)"));
 }
 
 bool SharedSource::remap_private_in_child() {

@@ -5,6 +5,7 @@ import errno
 import gc
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 
@@ -202,7 +203,10 @@ def test_pip_installs_the_package(daemon, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     python = str(venv / "bin/python")
-    source = os.path.join(os.path.dirname(__file__), "../../python")
+    # From a copy: setuptools builds in the source directory.
+    source = str(tmp_path / "python")
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "../../python"), source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index",
                     source], check=True)
     out = subprocess.run([python, "-c", "import memd, numpy as np\n"
