@@ -315,7 +315,10 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
 
 namespace {
 
-void* object_start(const Region& r, const SizeClasses& classes, const void* p, bool live_only) {
+// `*extent` (if given): the bytes from p to the end of the object found,
+// bounded by the block and the region whatever the descriptors say.
+void* object_start(const Region& r, const SizeClasses& classes, const void* p, bool live_only,
+                   uint64_t* extent = nullptr) {
   if (!r.contains(p)) return nullptr;
   Offset off = r.offset_of(p);
   uint32_t page = static_cast<uint32_t>(off >> kPageShift);
@@ -334,7 +337,9 @@ void* object_start(const Region& r, const SizeClasses& classes, const void* p, b
       const ClassInfo& c = classes.info(d.cls);
       if (in_block >= c.end) return nullptr;
       uint32_t start = in_block / c.size * c.size;
-      return live_only && block_object_is_free(b, base, start) ? nullptr : base + start;
+      if (live_only && block_object_is_free(b, base, start)) return nullptr;
+      if (extent != nullptr) *extent = start + c.size - in_block;
+      return base + start;
     }
     case PageKind::kLarge: {
       // Its length as the page heap made it, as in check_large.
@@ -347,20 +352,32 @@ void* object_start(const Region& r, const SizeClasses& classes, const void* p, b
         if (c->size == 0) return nullptr;
         if (in_block < o + c->size) {
           bool live = chunk_state_is_live(chunk_state(c)) && in_block >= o + sizeof(ChunkHeader);  // not quick-cached
+          if (live && extent != nullptr) *extent = std::min<uint64_t>(o + c->size, bytes) - in_block;
           return live ? base + o + sizeof(ChunkHeader) : nullptr;
         }
         o += c->size;
       }
       return nullptr;
     }
-    case PageKind::kHuge:
-      return b.owner_word.load(std::memory_order_acquire) == 0 ? base : nullptr;
+    case PageKind::kHuge: {
+      if (b.owner_word.load(std::memory_order_acquire) != 0) return nullptr;
+      if (extent != nullptr) {
+        uint64_t pages = std::min<uint64_t>(b.pages.value, r.page_limit() - d.block);
+        *extent = (pages << kPageShift) > in_block ? (pages << kPageShift) - in_block : 0;
+      }
+      return base;
+    }
     default:
       return nullptr;
   }
 }
 
 }  // namespace
+
+size_t region_object_bytes(const Region& r, const SizeClasses& classes, const void* p) {
+  uint64_t extent = 0;
+  return object_start(r, classes, p, true, &extent) == p ? static_cast<size_t>(extent) : 0;
+}
 
 void* region_object_start(const Region& r, const SizeClasses& classes, const void* p) {
   return object_start(r, classes, p, true);

@@ -30,6 +30,9 @@ bool region_check(const Region& r, const SizeClasses& classes, char* message, si
 // Walks the block's free lists: exact only while no other thread frees into
 // that block.
 void* region_object_start(const Region& r, const SizeClasses& classes, const void* p);
+// If p is the start of a live object, its usable bytes (from the
+// descriptors alone, no thread heap: for read-only views); else 0.
+size_t region_object_bytes(const Region& r, const SizeClasses& classes, const void* p);
 // The same without the walk of a segregated block's free lists: the start of
 // the slot p is in, live or free (large and huge objects: as above). For a
 // caller that knows by other means whether the slot holds its object (the

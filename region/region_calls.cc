@@ -144,7 +144,9 @@ void* Region::resize(void* p, size_t size) noexcept {
 }
 
 size_t Region::size(const void* p) const {
-  if (!contains(p) || !impl_->registered) return 0;
+  if (!contains(p)) return 0;
+  // A read-only view has no thread heap: the descriptors alone say.
+  if (!impl_->registered) return impl_->read_only ? heap::region_object_bytes(impl_->region, *impl_->classes, p) : 0;
   if (impl_->method != Method::kBest) return method_size(p);
   heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle);
   return h->validate(p) == heap::FreeStatus::kOk ? h->usable_size(const_cast<void*>(p)) : 0;

@@ -234,8 +234,12 @@ std::vector<RootInfo> Region::list() const {
   for (uint32_t i = 0; i < r.max_roots; ++i) {
     RootEntry& e = r.roots[i];
     if (e.state.load(std::memory_order_acquire) != RootState::kReady) continue;
-    if (reserved_root_name(std::string_view(e.name, std::min<size_t>(e.name_len, heap::kRootNameMax)))) continue;
-    out.push_back({std::string(e.name, e.name_len), e.offset, e.size, e.type});
+    // The table is in the region, where any client (or a damaged file) may
+    // have written a length past the name's room: such an entry names nothing.
+    size_t len = e.name_len;
+    if (len > heap::kRootNameMax) continue;
+    if (reserved_root_name(std::string_view(e.name, len))) continue;
+    out.push_back({std::string(e.name, len), e.offset, e.size, e.type});
   }
   return out;
 }

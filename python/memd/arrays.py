@@ -30,12 +30,18 @@ def _header_bytes(ndim):
     return -(-(_HEAD.size + 8 * ndim) // ALIGN) * ALIGN
 
 
-def _read_header(address, name):
+def _read_header(address, what, size):
+    """(dtype, shape, header bytes) from the header at `address`, which
+    starts an object of `size` bytes; ValueError unless it is an array's."""
     magic, dtype, ndim, header = _HEAD.unpack(ctypes.string_at(address, _HEAD.size))
-    if magic != MAGIC or ndim > 64 or header != _header_bytes(ndim):
-        raise ValueError(f"root {name!r} is not an array made by memd.ndarray (or is being made)")
+    if magic != MAGIC or ndim > 64 or header != _header_bytes(ndim) or header > size:
+        raise ValueError(f"{what} is not an array made by memd.ndarray (or is being made)")
     shape = struct.unpack(f"<{ndim}Q", ctypes.string_at(address + _HEAD.size, 8 * ndim))
-    return np.dtype(dtype.rstrip(b"\0").decode()), tuple(shape), header
+    try:
+        dtype = np.dtype(dtype.rstrip(b"\0").decode())
+    except (TypeError, ValueError, UnicodeDecodeError):
+        raise ValueError(f"{what} has no dtype numpy knows") from None
+    return dtype, tuple(shape), header
 
 
 def _write_header(address, dtype, shape):
@@ -80,16 +86,22 @@ def offset_of(array):
     return base.region.offset(base.object_address)
 
 
-def _at_offset(region, offset):
-    """The array whose object starts at `offset`, checked: a live object of
-    the region, with an array's header, as long as its elements."""
-    address = region.at(offset) if 0 <= offset < 1 << 62 else None
+def _checked(region, address, what):
+    """(dtype, shape, header bytes) of the array whose object starts at
+    `address`, checked: a live object of the region, with an array's header,
+    as long as its elements (another process may have written anything)."""
     size = region.size(address) if address else 0
     if size < _HEAD.size:
-        raise ValueError(f"offset {offset} is not an object of region {region.name!r}")
-    dtype, shape, header = _read_header(address, f"at offset {offset}")
+        raise ValueError(f"{what} is not an object of region {region.name!r}")
+    dtype, shape, header = _read_header(address, what, size)
     if header + math.prod(shape) * dtype.itemsize > size:
-        raise ValueError(f"the array at offset {offset} is longer than its object")
+        raise ValueError(f"the array {what} is longer than its object")
+    return dtype, shape, header
+
+
+def _at_offset(region, offset):
+    address = region.at(offset) if 0 <= offset < 1 << 62 else None
+    dtype, shape, header = _checked(region, address, f"at offset {offset}")
     return _view(region, address + header, dtype, shape, owned=None, object_address=address)
 
 
@@ -119,7 +131,7 @@ def ndarray(region, shape=None, dtype=None, name=None, offset=None):
             found, created = region.root(name, header + math.prod(shape) * dtype.itemsize)
             if created:
                 _write_header(found, dtype, shape)
-        have_dtype, have_shape, header = _read_header(found, name)
+        have_dtype, have_shape, header = _checked(region, found, repr(name))
         if (shape is not None and shape != have_shape) or (dtype is not None and dtype != have_dtype):
             raise ValueError(f"array {name!r} is {have_shape} {have_dtype}, not {shape} {dtype}")
         return _view(region, found + header, have_dtype, have_shape, owned=None, object_address=found)

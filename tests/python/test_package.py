@@ -94,6 +94,32 @@ def test_arrays_are_made_found_and_checked(daemon):
         gc.collect()
 
 
+def test_a_forged_array_header_is_refused_not_followed(daemon):
+    """Any process of the region may write an array's header: a shape past
+    its object, a dtype numpy does not know, or an extent count past the
+    object's end are errors, never a view of memory that is not the array's."""
+    import ctypes
+    import struct
+    with memd.connect() as client, client.open("forged", max_bytes=16 << 20) as region:
+        a = memd.ndarray(region, (16,), np.int64, name="a")
+        start = a.__array_interface__["data"][0] - 64
+        offset = memd.offset_of(a)
+        del a
+        gc.collect()
+        head = struct.Struct("<8s16sII")
+        forgeries = [
+            head.pack(b"memdarr1", b"<i8", 1, 64) + struct.pack("<Q", 1 << 40),  # a shape past the object
+            head.pack(b"memdarr1", b"<zz9", 1, 64) + struct.pack("<Q", 1),        # no such dtype
+            head.pack(b"memdarr1", b"<i8", 64, 576),                              # extents past the object
+        ]
+        for forged in forgeries:
+            ctypes.memmove(start, forged, len(forged))
+            with pytest.raises(ValueError):
+                memd.ndarray(region, name="a")
+            with pytest.raises(ValueError):
+                memd.ndarray(region, offset=offset)
+
+
 def test_an_unnamed_array_is_freed_with_its_last_view(daemon):
     with memd.connect() as client, client.open("unnamed", max_bytes=16 << 20) as region:
         a = memd.ndarray(region, (1000,), np.int64)

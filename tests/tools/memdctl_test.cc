@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -28,6 +29,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "memd/v1/memd.pb.h"
+#include "heap/layout.h"
 #include "region/region.h"
 #include "tests/daemon/daemon_process.h"
 
@@ -804,6 +806,31 @@ TEST_F(MemdctlFileTest, CopyAndSnapshotMakeARegionFileOfTheirOwn) {
     EXPECT_NE(s.err.find("cannot reflink"), std::string::npos) << s;
     EXPECT_FALSE(std::filesystem::exists(snap));
   }
+}
+
+// A root entry whose name length runs past its room (a client may write
+// the table; so may a damaged disk) is passed over, not read past.
+TEST_F(MemdctlFileTest, ARootWithAForgedNameLengthIsPassedOver) {
+  make_region();
+  {
+    int fd = open(path_.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    void* m = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(m, MAP_FAILED);
+    auto* h = static_cast<heap::RegionHeader*>(m);
+    auto* roots = reinterpret_cast<heap::RootEntry*>(static_cast<char*>(m) + h->roots_offset);
+    bool forged = false;
+    for (uint32_t i = 0; i < h->max_roots && !forged; ++i) {
+      if (std::string_view(roots[i].name, 6) == "config") roots[i].name_len = 0x7fffffff, forged = true;
+    }
+    munmap(m, 1 << 20);
+    ASSERT_TRUE(forged);
+  }
+  Result roots = file({"roots", path_});
+  EXPECT_EQ(roots.exit_code, 0) << roots;
+  EXPECT_EQ(roots.out.find("config"), std::string::npos) << roots;
+  EXPECT_NE(roots.out.find("index"), std::string::npos) << roots;
 }
 
 TEST_F(MemdctlFileTest, BadFilesAndArgumentsAreClearErrors) {
