@@ -17,6 +17,11 @@ memd::Client* cast(memd_client* c) { return reinterpret_cast<memd::Client*>(c); 
 // The C options as memd::OpenOptions; nullopt for a number that names no
 // discipline or method.
 std::optional<memd::OpenOptions> open_options_of(const memd_open_options& o) {
+  // Zero, as memd_open_options_init leaves them: a later library may give
+  // them a meaning, and must not read an older caller's garbage as one.
+  for (uint64_t r : o.reserved) {
+    if (r != 0) return std::nullopt;
+  }
   memd::OpenOptions out;
   if (o.discipline != 0) {
     std::optional<memd::Discipline> d = memd::discipline_from_number(static_cast<uint64_t>(o.discipline));

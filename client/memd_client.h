@@ -48,7 +48,7 @@ typedef struct memd_open_options {
   size_t max_bytes;    /* creating: its fixed size (0: the daemon's default) */
   uint32_t max_clients; /* creating: processes attached at once (0: default) */
   uint32_t max_threads; /* creating: thread heaps of all processes (0: default) */
-  uint64_t reserved[4];
+  uint64_t reserved[4]; /* zero (init does it); anything else is EINVAL */
 } memd_open_options;
 
 void memd_open_options_init(memd_open_options* options);

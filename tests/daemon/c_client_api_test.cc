@@ -117,6 +117,9 @@ TEST_F(CClientApiTest, BadArgumentsAreEinvalAndNoDaemonIsEconnrefused) {
   memd_open_options_init(&o);
   o.method = 42;
   EXPECT_TRUE(refused(c, "x", &o));
+  memd_open_options_init(&o);
+  o.reserved[3] = 1;  // not zero: a field this library does not know
+  EXPECT_TRUE(refused(c, "x", &o));
   memd_open_options_init(nullptr);  // harmless
   memd_disconnect(c);
   memd_disconnect(nullptr);  // harmless, as free(NULL)

@@ -98,19 +98,21 @@ int recover_and_report(const std::string& path, const Region::HeaderFacts& befor
 }
 
 int repair(const std::string& path, bool apply) {
-  Region::HeaderFacts before;
-  {
-    absl::StatusOr<std::unique_ptr<Region>> r = Region::inspect(path, Discipline::kFile);
-    if (!r.ok()) return fail("repair", r.status());
-    before = (*r)->header_facts();
-    std::printf("closed        %s\n", before.clean_close ? "cleanly" : "NOT cleanly: its owner crashed");
-    print_check(**r, "as it is");
+  absl::StatusOr<std::unique_ptr<Region>> view = Region::inspect(path, Discipline::kFile);
+  if (!view.ok()) return fail("repair", view.status());
+  Region::HeaderFacts before = (*view)->header_facts();
+  std::printf("closed        %s\n", before.clean_close ? "cleanly" : "NOT cleanly: its owner crashed");
+  print_check(**view, "as it is");
+  if (apply) {
+    view->reset();  // the shared lock goes: recovery takes the owner's
+    return recover_and_report(path, before, false);
   }
-  if (apply) return recover_and_report(path, before, false);
   // What recovery would do, on a scratch copy beside the file (a reflink
-  // where the file system can), removed after.
+  // where the file system can), removed after. The view's shared lock keeps
+  // an owner from starting to write the file while it is copied.
   std::string scratch = absl::StrCat(path, ".memdctl-repair-", getpid());
   absl::StatusOr<CopyResult> copied = copy_region_file(path, scratch, false);
+  view->reset();
   if (!copied.ok()) return fail("repair", copied.status());
   int code = recover_and_report(scratch, before, true);
   unlink(scratch.c_str());
