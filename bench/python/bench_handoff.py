@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,17 @@ def run_pickle(pool, region, count, workers):
 WAYS = {"memd": run_memd, "shared_memory": run_shared_memory, "pickle": run_pickle}
 
 
+def socket_answers(path):
+    """Whether something accepts connections on the Unix socket `path` (gRPC
+    makes the file at bind, before it listens)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
 def start_daemon(binary, root):
     sock = os.path.join(root, "memd.sock")
     log = open(os.path.join(root, "memd.log"), "w")
@@ -117,10 +129,10 @@ def start_daemon(binary, root):
                                "--shm-namespace", f"bench{os.getpid()}", "--metrics-address", "127.0.0.1:0"],
                               stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1000):
-        if os.path.exists(sock) or daemon.poll() is not None:
+        if socket_answers(sock) or daemon.poll() is not None:
             break
         time.sleep(0.01)
-    if daemon.poll() is not None or not os.path.exists(sock):
+    if daemon.poll() is not None or not socket_answers(sock):
         sys.exit("memd did not start: " + open(log.name).read())
     return daemon, sock
 

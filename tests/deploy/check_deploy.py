@@ -31,6 +31,7 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -387,6 +388,17 @@ def run_ok(argv, what, env=None):
     return proc.stdout
 
 
+def socket_answers(path):
+    """Whether something accepts connections on the Unix socket `path` (gRPC
+    makes the file at bind, before it listens)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
 def start_installed_daemon(prefix, scratch):
     """The installed memd on a socket, data directory and shm namespace of its own; (process, socket, namespace)."""
     sock = os.path.join(scratch, "memd.sock")
@@ -396,10 +408,10 @@ def start_installed_daemon(prefix, scratch):
                                os.path.join(scratch, "data"), "--shm-namespace", namespace,
                                "--metrics-address", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1000):
-        if os.path.exists(sock) or daemon.poll() is not None:
+        if socket_answers(sock) or daemon.poll() is not None:
             break
         time.sleep(0.01)
-    check(daemon.poll() is None and os.path.exists(sock),
+    check(daemon.poll() is None and socket_answers(sock),
           f"the installed memd did not start: {open(log.name).read()[-500:]}")
     return daemon, sock, namespace
 

@@ -3,6 +3,7 @@ data directory and shm namespace of its own (MEMD_BINARY names it), and
 the build's libmemd.so (MEMD_LIBRARY, read by the package at import)."""
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -11,6 +12,17 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../python"))
+
+
+def answers(path):
+    """Whether something accepts connections on the Unix socket `path`: the
+    file alone is not enough (gRPC makes it at bind, before it listens)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
 
 
 class Daemon:
@@ -28,7 +40,7 @@ class Daemon:
         for _ in range(1000):
             if self.process.poll() is not None:
                 break
-            if os.path.exists(self.socket):
+            if answers(self.socket):
                 return
             time.sleep(0.01)
         raise RuntimeError("memd did not start: " + open(log.name).read()[-1000:])
