@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/clock.h"
 #include "daemon/log.h"
+#include "daemon/systemd.h"
 #include "disciplines/fault_guard.h"
 #include "heap/region_format.h"
 
@@ -29,7 +30,7 @@ ConnectionLimits connection_limits(const DaemonConfig& c) {
 Daemon::Daemon(const DaemonConfig& config)
     : config_(config), catalog_(config.data_dir), peers_(connection_limits(config_)), regions_(config_, &catalog_) {}
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config, int activated_socket) {
   std::unique_ptr<Daemon> d(new Daemon(config));
   if (absl::Status s = d->catalog_.init(); !s.ok()) return s;
   d->sessions_ = std::make_unique<SessionTable>(d->config_, &d->regions_);
@@ -77,11 +78,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(const DaemonConfig& config
     }
   }
   absl::StatusOr<std::unique_ptr<Listener>> l =
-      Listener::start(d->config_.socket_path, d->config_.socket_mode, d->server_.get(), &d->peers_);
+      Listener::start(d->config_.socket_path, d->config_.socket_mode, activated_socket, d->server_.get(), &d->peers_);
   if (!l.ok()) return l.status();  // ~Daemon stops what started
   d->listener_ = std::move(*l);
   log_info("memd ", d->state_.daemon_id, " serving on ", d->config_.socket_path, ", data in ", d->config_.data_dir,
-           ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients");
+           ", ", d->regions_.list().size(), " region(s), ", kept.size(), " lease(s) kept for running clients",
+           activated_socket >= 0 ? " (socket from systemd)" : "");
+  // Type=notify: the unit is started (and units ordered after it may run
+  // their clients) only now that the socket accepts them.
+  if (absl::Status s = notify_service_manager(absl::StrCat("READY=1\nSTATUS=serving on ", d->config_.socket_path,
+                                                            "\nMAINPID=", getpid()));
+      !s.ok()) {
+    log_warning(s.message());
+  }
   return d;
 }
 
@@ -98,6 +107,7 @@ void Daemon::stop() {
   }
   if (serving) {
     log_info("shutting down");
+    if (absl::Status s = notify_service_manager("STOPPING=1\nSTATUS=shutting down"); !s.ok()) log_warning(s.message());
     listener_->stop();
   }
   if (sessions_) sessions_->shutting_down();

@@ -22,7 +22,9 @@ namespace memd::daemon {
 class Daemon {
  public:
   // Opens (and recovers) every region of the catalog, then serves.
-  static absl::StatusOr<std::unique_ptr<Daemon>> start(const DaemonConfig& config);
+  // `activated_socket`: the listening socket systemd passed (see
+  // daemon/systemd.h), or -1 to bind config.socket_path.
+  static absl::StatusOr<std::unique_ptr<Daemon>> start(const DaemonConfig& config, int activated_socket = -1);
   ~Daemon();  // stop()
 
   // Stops accepting, ends every session (clients keep their leases to

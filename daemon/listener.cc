@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log.h"
+#include "daemon/systemd.h"
 
 namespace memd::daemon {
 namespace {
@@ -52,8 +53,15 @@ absl::Status check_directory(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& path, uint32_t mode,
+absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& path, uint32_t mode, int activated_fd,
                                                           grpc::Server* server, PeerTable* peers) {
+  std::unique_ptr<Listener> l(new Listener());
+  l->listen_fd_ = activated_fd;  // closed by ~Listener whatever happens next
+  if (activated_fd >= 0 && bound_path(activated_fd) != path) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "systemd passed a socket bound to \"", bound_path(activated_fd), "\" but memd's socket setting is \"", path,
+        "\": make ListenStream= in memd.socket and `socket` in memd.conf the same path (clients find memd by it)"));
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof addr.sun_path) {
@@ -67,7 +75,6 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& pat
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", parent.string(), ": ", ec.message()));
   if (absl::Status s = check_directory(parent.empty() ? "." : parent.string()); !s.ok()) return s;
 
-  std::unique_ptr<Listener> l(new Listener());
   l->path_ = path;
   l->server_ = server;
   l->peers_ = peers;
@@ -78,12 +85,17 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::start(const std::string& pat
     return absl::FailedPreconditionError(absl::StrCat("another memd already serves ", path, " (", lock_path,
                                                       " is locked)"));
   }
-  unlink(path.c_str());  // a socket left by a daemon that crashed
-  l->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (l->listen_fd_ < 0) return errno_status("socket for", path);
-  if (bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return errno_status("cannot bind", path);
-  if (chmod(path.c_str(), mode) != 0) return errno_status("cannot chmod", path);
-  if (listen(l->listen_fd_, 512) != 0) return errno_status("cannot listen on", path);
+  if (activated_fd < 0) {
+    unlink(path.c_str());  // a socket left by a daemon that crashed
+    l->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (l->listen_fd_ < 0) return errno_status("socket for", path);
+    l->bound_here_ = true;
+    if (bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      return errno_status("cannot bind", path);
+    }
+    if (chmod(path.c_str(), mode) != 0) return errno_status("cannot chmod", path);
+    if (listen(l->listen_fd_, 512) != 0) return errno_status("cannot listen on", path);
+  }
   l->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (l->wake_fd_ < 0) return errno_status("eventfd for", path);
   l->thread_ = std::thread([p = l.get()] { p->run(); });
@@ -209,7 +221,7 @@ void Listener::stop() {
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     listen_fd_ = -1;
-    unlink(path_.c_str());
+    if (bound_here_) unlink(path_.c_str());
   }
 }
 

@@ -5,6 +5,10 @@
 // lock file beside it keeps a second one out, and a stale socket left by a
 // crash is replaced.
 //
+// Under socket activation systemd binds the socket and passes it in
+// (`activated_fd`); memd then neither binds nor removes it, so connections
+// made while memd restarts wait in its backlog instead of being refused.
+//
 // The loop also keeps connections in bounds: the PeerTable refuses a uid
 // beyond its connection limit (the socket is closed at once) and is swept
 // here for connections that made no call in time or have gone idle; and at
@@ -28,13 +32,16 @@ namespace memd::daemon {
 
 class Listener {
  public:
-  static absl::StatusOr<std::unique_ptr<Listener>> start(const std::string& path, uint32_t mode,
+  // `activated_fd`: a listening socket bound to `path` by the service
+  // manager (the Listener owns it), or -1 to bind `path` with `mode`.
+  static absl::StatusOr<std::unique_ptr<Listener>> start(const std::string& path, uint32_t mode, int activated_fd,
                                                          grpc::Server* server, PeerTable* peers);
   ~Listener();  // stop()
 
   // Stops accepting and removes the socket, so that a client connecting
   // from now on is refused at once instead of waiting in the backlog
-  // (existing connections go on).
+  // (existing connections go on). An activated socket stays: systemd
+  // holds it, and its backlog waits for the next memd.
   void stop();
 
  private:
@@ -50,6 +57,7 @@ class Listener {
 
   std::string path_;
   int listen_fd_ = -1;
+  bool bound_here_ = false;  // ours to remove at stop (not systemd's)
   int lock_fd_ = -1;
   int wake_fd_ = -1;
   grpc::Server* server_ = nullptr;

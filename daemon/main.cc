@@ -10,6 +10,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/systemd.h"
 #include "daemon/version.h"
 
 namespace {
@@ -67,7 +68,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::start(cl->config);
+  // Before any thread starts: it takes LISTEN_* out of the environment.
+  absl::StatusOr<int> activated = take_activated_socket();
+  if (!activated.ok()) {
+    log_error("cannot start: ", activated.status().message());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::start(cl->config, *activated);
   if (!d.ok()) {
     log_error("cannot start: ", d.status().message());
     return 1;

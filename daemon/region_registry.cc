@@ -1,6 +1,8 @@
 #include "daemon/region_registry.h"
 
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +19,19 @@
 namespace memd::daemon {
 namespace {
 
+// Whether this daemon may give an object to its client (chown): root, or a
+// daemon run as its own user with CAP_CHOWN (the unit's memd user). Asked of
+// the kernel once; an unprivileged per-user daemon never tries.
+bool may_give_objects_away() {
+  static const bool kMay = [] {
+    if (geteuid() == 0) return true;
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+    if (syscall(SYS_capget, &header, data) != 0) return false;
+    return (data[CAP_TO_INDEX(CAP_CHOWN)].effective & CAP_TO_MASK(CAP_CHOWN)) != 0;
+  }();
+  return kMay;
+}
 
 std::string octal(uint32_t mode) { return absl::StrCat("0", mode >> 6 & 7, mode >> 3 & 7, mode & 7); }
 
@@ -223,7 +238,7 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(cons
   // The object carries the region's owner and mode, so that the kernel
   // agrees with the daemon about who may map it.
   std::string path = object_os_path(rec);
-  if (geteuid() == 0 && chown(path.c_str(), rec.owner_uid, rec.owner_gid) != 0) {
+  if (may_give_objects_away() && chown(path.c_str(), rec.owner_uid, rec.owner_gid) != 0) {
     log_warning("cannot chown ", path, ": ", std::strerror(errno));
   }
   if (chmod(path.c_str(), rec.mode) != 0) log_warning("cannot chmod ", path, ": ", std::strerror(errno));

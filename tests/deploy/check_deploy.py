@@ -207,28 +207,45 @@ def unit_settings(path):
 
 def check_systemd(args):
     analyze = tool(args.systemd_analyze, "systemd-analyze", "systemd")
-    unit = os.path.join(args.source, "deploy", "systemd", "memd.service")
+    unit_dir = os.path.join(args.source, "deploy", "systemd")
+    unit = os.path.join(unit_dir, "memd.service")
     s = unit_settings(unit)
-    expected = {"Type": "simple", "ExecStart": "/usr/local/bin/memd --config /etc/memd/memd.conf",
+    expected = {"Type": "notify", "NotifyAccess": "main",
+                "ExecStart": "/usr/local/bin/memd --config /etc/memd/memd.conf",
                 "KillSignal": "SIGTERM", "Restart": "on-failure", "RuntimeDirectory": "memd",
-                "StateDirectory": "memd", "ProtectSystem": "strict", "NoNewPrivileges": "yes"}
+                "RuntimeDirectoryPreserve": "yes", "StateDirectory": "memd", "ProtectSystem": "strict",
+                "NoNewPrivileges": "yes", "User": "memd", "Group": "memd",
+                "AmbientCapabilities": "CAP_CHOWN CAP_FOWNER CAP_DAC_OVERRIDE", "Also": "memd.socket"}
     for key, value in expected.items():
-        check(s.get(key) == [value], f"unit: {key}={s.get(key)}, expected {value}")
-    check("/dev/shm" in " ".join(s.get("ReadWritePaths", [])), "unit: /dev/shm is not in ReadWritePaths")
+        check(s.get(key) == [value], f"memd.service: {key}={s.get(key)}, expected {value}")
+    check("/dev/shm" in " ".join(s.get("ReadWritePaths", [])), "memd.service: /dev/shm is not in ReadWritePaths")
+    sock = unit_settings(os.path.join(unit_dir, "memd.socket"))
+    for key, value in {"SocketMode": "0660", "SocketGroup": "memd", "RemoveOnStop": "no",
+                       "Service": "memd.service"}.items():
+        check(sock.get(key) == [value], f"memd.socket: {key}={sock.get(key)}, expected {value}")
 
-    conf = parse_conf(open(os.path.join(args.source, "deploy", "systemd", "memd.conf")).read())
+    conf = parse_conf(open(os.path.join(unit_dir, "memd.conf")).read())
     check(os.path.dirname(conf["socket"]) == "/run/memd", "memd.conf: socket is not in the unit's RuntimeDirectory")
+    check(sock.get("ListenStream") == [conf["socket"]],
+          f"memd.socket: ListenStream={sock.get('ListenStream')} is not memd.conf's socket {conf['socket']}")
+    check(conf["socket-mode"] == sock["SocketMode"][0], "memd.conf's socket-mode differs from memd.socket's SocketMode")
     check(conf["data-dir"] == "/var/lib/memd", "memd.conf: data-dir is not the unit's StateDirectory")
 
     with tempfile.TemporaryDirectory(prefix="memd-unit-") as tmp:
-        copy = os.path.join(tmp, "memd.service")
-        text = open(unit).read().replace("ExecStart=/usr/local/bin/memd ", f"ExecStart={os.path.abspath(args.memd)} ")
-        with open(copy, "w") as f:
-            f.write(text)
-        status, out, err = run([analyze, "verify", copy])
+        copies = []
+        for name in ("memd.service", "memd.socket"):
+            copy = os.path.join(tmp, name)
+            text = open(os.path.join(unit_dir, name)).read()
+            text = text.replace("ExecStart=/usr/local/bin/memd ", f"ExecStart={os.path.abspath(args.memd)} ")
+            with open(copy, "w") as f:
+                f.write(text)
+            copies.append(copy)
+        # --man=no: the man pages are installed with memd, not on this host.
+        status, out, err = run([analyze, "verify", "--man=no"] + copies)
         # A container's systemd may complain about units of its own; only
-        # lines about ours count.
-        ours = [l for l in (out + err).splitlines() if copy in l or "memd.service" in l]
+        # lines about ours count. The memd user need not exist here.
+        ours = [l for l in (out + err).splitlines()
+                if any(c in l for c in copies) or "memd.service" in l or "memd.socket" in l]
         check(not ours, "systemd-analyze verify: " + "; ".join(ours))
         check(status == 0, f"systemd-analyze verify failed (exit {status})")
 
@@ -344,7 +361,7 @@ INSTALLED = {
     "lib/libmemd.so.0": False, "lib/cmake/memd/memdConfig.cmake": False,
     "lib/cmake/memd/memdConfigVersion.cmake": False, "lib/cmake/memd/memdTargets.cmake": False,
     "lib/pkgconfig/memd.pc": False,
-    "lib/systemd/system/memd.service": False, "etc/memd/memd.conf.example": False,
+    "lib/systemd/system/memd.service": False, "lib/systemd/system/memd.socket": False, "etc/memd/memd.conf.example": False,
 }
 
 
