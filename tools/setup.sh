@@ -24,6 +24,9 @@ packages=(
   # checks of deploy/: systemd-analyze, and YAML for the DaemonSet
   # (promtool comes with prometheus, above)
   systemd python3-yaml
+  # the generated man pages (groff checks them, man reads them for
+  # systemd-analyze) and bash for the completion's test
+  groff-base man-db bash
   # benchmark peers
   libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-dev
   # real programs the benchmarks run under each allocator (gcc and python3

@@ -70,10 +70,10 @@ def tool(path, name, package):
     return path
 
 
-def run(argv, cwd=None):
+def run(argv, cwd=None, env=None):
     """Runs argv; returns (exit status, stdout, stderr) and prints both."""
     print("$", " ".join(argv), flush=True)
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
     sys.stdout.write(proc.stdout)
     sys.stdout.write(proc.stderr)
     return proc.returncode, proc.stdout, proc.stderr
@@ -361,7 +361,9 @@ INSTALLED = {
     "lib/libmemd.so.0": False, "lib/cmake/memd/memdConfig.cmake": False,
     "lib/cmake/memd/memdConfigVersion.cmake": False, "lib/cmake/memd/memdTargets.cmake": False,
     "lib/pkgconfig/memd.pc": False,
-    "lib/systemd/system/memd.service": False, "lib/systemd/system/memd.socket": False, "etc/memd/memd.conf.example": False,
+    "lib/systemd/system/memd.service": False, "lib/systemd/system/memd.socket": False,
+    "share/man/man8/memd.8": False, "share/man/man1/memdctl.1": False,
+    "share/bash-completion/completions/memdctl": False, "etc/memd/memd.conf.example": False,
 }
 
 
@@ -377,6 +379,14 @@ def check_install(args):
         unit = unit_settings(os.path.join(prefix, "lib/systemd/system/memd.service"))
         check(unit["ExecStart"] == [f"{prefix}/bin/memd --config /etc/memd/memd.conf"],
               f"installed unit: ExecStart={unit['ExecStart']}, expected the installed memd")
+        # The installed units as installed: their Documentation= pages exist
+        # (man finds them through MANPATH), and systemd-analyze says nothing.
+        if args.systemd_analyze:
+            units = [os.path.join(prefix, "lib/systemd/system", u) for u in ("memd.service", "memd.socket")]
+            status, out, err = run([args.systemd_analyze, "verify"] + units,
+                                   env=dict(os.environ, MANPATH=os.path.join(prefix, "share/man")))
+            ours = [l for l in (out + err).splitlines() if "memd" in l]
+            check(status == 0 and not ours, f"systemd-analyze verify of the installed units: {'; '.join(ours)}")
         example = open(os.path.join(prefix, "etc/memd/memd.conf.example")).read()
         check(example == open(os.path.join(args.source, "deploy/systemd/memd.conf")).read(),
               "etc/memd/memd.conf.example differs from deploy/systemd/memd.conf")

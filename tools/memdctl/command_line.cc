@@ -13,15 +13,6 @@
 namespace memd::memdctl {
 namespace {
 
-struct CommandSpec {
-  Command command;
-  const char* name;
-  const char* alias;     // empty: none
-  const char* operands;  // as the usage text shows them
-  size_t min_args;
-  size_t max_args;
-  const char* summary;
-};
 
 constexpr CommandSpec kCommands[] = {
     {Command::kRegions, "regions", "ls", "", 0, 0, "list the regions: use, backing, reservation, owner"},
@@ -83,18 +74,7 @@ std::optional<int32_t> parse_pid(const std::string& text) {
   return static_cast<int32_t>(value);
 }
 
-// The flags, described once: the parser and the usage text read this table.
-struct FlagSpec {
-  const char* name;
-  const char* alias;   // empty: none
-  const char* value;   // what the flag takes, as the usage text shows it; empty: nothing
-  bool global;         // false: belongs to `command` only (its operands show it)
-  Command command;
-  const char* summary;  // usage text of a global flag (lines after the first indented)
-  // Stores the flag's value (`flag` as typed, for messages).
-  absl::Status (*apply)(CommandLine& cl, const std::string& flag, const std::string& value);
-  int also = -1;  // a second command the flag belongs to (a Command), -1: none
-};
+// The flags, described once: the parser, the usage text and the manual read this table.
 
 absl::Status set_help(CommandLine& cl, const std::string&, const std::string&) {
   cl.help = true;
@@ -177,6 +157,21 @@ const FlagSpec* find_flag(std::string_view word) {
 }
 
 }  // namespace
+
+std::span<const CommandSpec> command_specs() { return kCommands; }
+std::span<const FlagSpec> flag_specs() { return kFlags; }
+
+std::span<const ExitStatusSpec> exit_status_specs() {
+  static constexpr ExitStatusSpec kStatuses[] = {
+      {0, "done"},
+      {1, "a check failed"},
+      {2, "usage error"},
+      {3, "memd cannot be reached (not running)"},
+      {4, "the daemon refused or failed the call"},
+      {5, "the profile could not be written"},
+  };
+  return kStatuses;
+}
 
 absl::StatusOr<CommandLine> parse_command_line(int argc, const char* const* argv) {
   CommandLine cl;
@@ -266,10 +261,19 @@ std::string usage() {
     absl::StrAppend(&text, "  ", synopsis, std::string(synopsis.size() < 28 ? 28 - synopsis.size() : 1, ' '), summary,
                     "\n");
   }
-  absl::StrAppend(&text,
-                  "\n"
-                  "exit status: 0 done, 1 a check failed, 2 usage error, 3 memd cannot be reached (not running),\n"
-                  "4 the daemon refused or failed the call, 5 the profile could not be written\n");
+  absl::StrAppend(&text, "\nexit status:");
+  size_t column = 12;
+  for (const ExitStatusSpec& e : exit_status_specs()) {
+    std::string item = absl::StrCat(" ", e.code, " ", e.meaning, e.code == exit_status_specs().back().code ? "" : ",");
+    if (column + item.size() > 96) {
+      absl::StrAppend(&text, "\n");
+      item.erase(0, 1);
+      column = 0;
+    }
+    absl::StrAppend(&text, item);
+    column += item.size();
+  }
+  absl::StrAppend(&text, "\n");
   return text;
 }
 
