@@ -1,7 +1,8 @@
 # Entry points for people and CI. Each target installs what it needs first.
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build run test test-asan test-tsan test-sanitizers fuzz fuzz-long bench bench-shared bench-daemon clean
+# `make deb`: the Debian package (deploy/debian/) in build/deb.
+.PHONY: setup build run deb test test-asan test-tsan test-sanitizers fuzz fuzz-long bench bench-shared bench-daemon clean
 
 setup:
 	@bash tools/setup.sh
@@ -14,6 +15,9 @@ build: setup
 # /run/memd or /tmp/memd-<uid>; data in ./run/data); Ctrl-C stops it cleanly.
 run: build
 	./build/release/daemon/memd
+
+deb: build
+	deploy/debian/build-deb.sh build/release build/deb
 
 test: build
 	ctest --preset release -j $(JOBS)

@@ -11,9 +11,13 @@ CHECK is one of:
                      and annotations naming labels, and tests that fire it and
                      that see it silent
   prometheus-tests   promtool test rules memd-alerts.test.yml
-  systemd            systemd-analyze verify of the unit, ExecStart pointed at
-                     the built memd; the unit's directories agree with the
-                     example config
+  systemd            systemd-analyze verify of memd.service and memd.socket,
+                     ExecStart pointed at the built memd; the units' settings,
+                     directories and socket agree with the example config
+  package            deploy/debian/build-deb.sh builds the .deb: its control
+                     fields, Depends, contents, conffile and scripts; with
+                     MEMD_TEST_INSTALL_PACKAGE=1 as root, dpkg -i it, serve as
+                     user memd to group memd only, then dpkg -r and -P
   config             memd accepts the example config and it sets every key
   kubernetes         the DaemonSet and ConfigMap: host paths, mounts, probes,
                      metrics port and annotations, the ConfigMap's memd.conf
@@ -405,6 +409,135 @@ def check_install(args):
               f"the installed memdctl replay failed (exit {status}): {out} {err}")
 
 
+# --- the Debian package -------------------------------------------------
+
+PACKAGED = [
+    "etc/memd/memd.conf", "usr/bin/memd", "usr/bin/memdctl", "usr/bin/memd-replay",
+    "usr/lib/libmemd.so.0", "usr/lib/libmemd.so", "usr/lib/libmemd-malloc.so", "usr/lib/libmemd-daemon-link.so",
+    "usr/include/memd/memd.h", "usr/include/memd/memd_region.h", "usr/include/memd/memd_client.h",
+    "usr/lib/cmake/memd/memdConfig.cmake", "usr/lib/pkgconfig/memd.pc",
+    "usr/lib/systemd/system/memd.service", "usr/lib/systemd/system/memd.socket",
+    "usr/share/man/man8/memd.8.gz", "usr/share/man/man1/memdctl.1.gz",
+    "usr/share/bash-completion/completions/memdctl",
+]
+CAPS = "chown,fowner,dac_override"
+
+
+def check_package(args):
+    if args.sanitizer:
+        print("skipped: a sanitizer build is not packaged")
+        return
+    dpkg_deb = tool(None, "dpkg-deb", "dpkg")
+    with tempfile.TemporaryDirectory(prefix="memd-deb-") as scratch:
+        out = run_ok([os.path.join(args.source, "deploy/debian/build-deb.sh"), args.build, scratch], "build-deb.sh")
+        deb = out.strip().splitlines()[-1]
+        check(os.path.basename(deb) == f"memd_{args.version}_{run_ok(['dpkg', '--print-architecture'], 'dpkg').strip()}.deb",
+              f"the package is named {os.path.basename(deb)}")
+        control = {}
+        for line in run_ok([dpkg_deb, "--field", deb], "dpkg-deb --field").splitlines():
+            if line and not line.startswith(" "):
+                key, _, value = line.partition(": ")
+                control[key] = value
+        check(control.get("Package") == "memd" and control.get("Version") == args.version,
+              f"control: Package {control.get('Package')}, Version {control.get('Version')}")
+        depends = control.get("Depends", "")
+        for needed in ("libgrpc++", "libprotobuf", "libpmem1", "adduser", "init-system-helpers"):
+            check(needed in depends, f"control: Depends does not name {needed}: {depends}")
+        # "mode owner size date time ./path[ -> target]"
+        contents = {line.split(None, 5)[5].split(" -> ")[0].lstrip("./") for line in
+                    run_ok([dpkg_deb, "--contents", deb], "dpkg-deb --contents").splitlines()}
+        for path in PACKAGED:
+            check(path in contents, f"the package has no {path}")
+        check(not any(p.startswith("usr/etc") or "/build/" in p for p in contents), "the package has stray paths")
+        control_dir = os.path.join(scratch, "control")
+        run_ok([dpkg_deb, "--control", deb, control_dir], "dpkg-deb --control")
+        check(open(os.path.join(control_dir, "conffiles")).read().split() == ["/etc/memd/memd.conf"],
+              "conffiles is not /etc/memd/memd.conf")
+        for script in ("postinst", "prerm", "postrm"):
+            run_ok(["sh", "-n", os.path.join(control_dir, script)], f"sh -n {script}")
+        print(f"package: {len(contents)} paths, Depends {depends}")
+        # Installing it changes the machine (a user, files in /usr): only
+        # where asked to (CI's throwaway machines), and as root.
+        if os.environ.get("MEMD_TEST_INSTALL_PACKAGE") != "1" or os.geteuid() != 0:
+            print("not installed: set MEMD_TEST_INSTALL_PACKAGE=1 (as root, on a machine to spare) to install it")
+            return
+        check_package_installed(args, deb, scratch)
+
+
+def check_package_installed(args, deb, scratch):
+    check(subprocess.run(["dpkg-query", "-W", "memd"], capture_output=True).returncode != 0,
+          "a memd package is installed already; this check installs and purges its own")
+    user_existed = subprocess.run(["getent", "passwd", "memd"], capture_output=True).returncode == 0
+    run_ok(["dpkg", "-i", deb], "dpkg -i")
+    try:
+        entry = run_ok(["getent", "passwd", "memd"], "getent passwd memd").strip().split(":")
+        check(entry[5] == "/var/lib/memd" and entry[6] == "/usr/sbin/nologin" and int(entry[2]) < 1000,
+              f"the memd user is not a system user without a login: {entry}")
+        group = run_ok(["getent", "group", "memd"], "getent group memd").strip().split(":")
+        check(entry[3] == group[2], "the memd user's group is not memd")
+        check(os.path.isfile("/etc/memd/memd.conf"), "/etc/memd/memd.conf was not installed")
+        check(run_ok(["/usr/bin/memd", "--version"], "the installed memd").startswith(f"memd {args.version} "),
+              "the installed memd reports another version")
+        check(run_ok(["pkg-config", "--modversion", "memd"], "pkg-config").strip() == args.version,
+              "pkg-config does not find the installed memd.pc")
+        check(run_ok(["man", "-w", "memd"], "man -w memd").strip().endswith("man8/memd.8.gz"), "man cannot find memd(8)")
+        run_ok(["systemd-analyze", "verify", "/usr/lib/systemd/system/memd.service",
+                "/usr/lib/systemd/system/memd.socket"], "systemd-analyze verify of the installed units")
+
+        # The service as its unit runs it: user memd with the unit's three
+        # capabilities, the package's config, the socket's mode and group
+        # (directories of its own, as RuntimeDirectory= and StateDirectory= make).
+        run_dir = os.path.join(scratch, "run")
+        os.mkdir(run_dir)
+        os.chown(run_dir, int(entry[2]), int(entry[3]))
+        os.chmod(run_dir, 0o755)
+        os.chmod(scratch, 0o755)
+        sock = os.path.join(run_dir, "memd.sock")
+        log = open(os.path.join(scratch, "memd.log"), "w")
+        memd = subprocess.Popen(["setpriv", "--reuid=memd", "--regid=memd", "--init-groups",
+                                 f"--inh-caps=-all,+{CAPS.replace(',', ',+')}", f"--ambient-caps=+{CAPS.replace(',', ',+')}",
+                                 "/usr/bin/memd", "--config", "/etc/memd/memd.conf", "--socket", sock,
+                                 "--data-dir", os.path.join(run_dir, "data"), "--shm-namespace", f"pkg{os.getpid()}",
+                                 "--metrics-address", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            for _ in range(1000):
+                if socket_answers(sock) or memd.poll() is not None:
+                    break
+                time.sleep(0.01)
+            check(memd.poll() is None, f"the packaged memd did not start: {open(log.name).read()[-500:]}")
+            st = os.stat(sock)
+            check(st.st_mode & 0o777 == 0o660 and st.st_gid == int(group[2]),
+                  f"the socket is mode {oct(st.st_mode & 0o777)}, gid {st.st_gid}: not 0660 group memd")
+            nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+            p = subprocess.run(nobody + ["/usr/bin/memdctl", "--socket", sock, "health"], capture_output=True, text=True)
+            check(p.returncode == 3 and "permission denied" in p.stderr,
+                  f"a user outside group memd reached memd (exit {p.returncode}): {p.stderr}")
+            member = ["setpriv", "--reuid=nobody", "--regid=nogroup", f"--groups={group[2]}"]
+            p = subprocess.run(member + ["/usr/bin/memdctl", "--socket", sock, "health"], capture_output=True, text=True)
+            check(p.returncode == 0 and "SERVING" in p.stdout,
+                  f"a member of group memd could not reach memd (exit {p.returncode}): {p.stdout} {p.stderr}")
+        finally:
+            memd.terminate()
+            memd.wait(60)
+            for name in os.listdir("/dev/shm"):
+                if name.startswith(f"memd.pkg{os.getpid()}."):
+                    os.unlink(os.path.join("/dev/shm", name))
+
+        run_ok(["dpkg", "-r", "memd"], "dpkg -r")
+        check(not os.path.exists("/usr/bin/memd") and os.path.isfile("/etc/memd/memd.conf"),
+              "dpkg -r did not remove the programs, or removed the config")
+        run_ok(["dpkg", "-P", "memd"], "dpkg -P")
+        check(not os.path.exists("/etc/memd/memd.conf"), "dpkg -P left /etc/memd/memd.conf")
+        check(subprocess.run(["getent", "passwd", "memd"], capture_output=True).returncode == 0,
+              "purge removed the memd user (region files may still belong to it)")
+    finally:
+        subprocess.run(["dpkg", "-P", "memd"], capture_output=True)
+        if not user_existed:  # leave the machine as it was found
+            subprocess.run(["deluser", "--quiet", "--system", "memd"], capture_output=True)
+            subprocess.run(["delgroup", "--quiet", "--system", "memd"], capture_output=True)
+    print("package: installed, served as user memd to group memd only, removed and purged")
+
+
 def run_ok(argv, what, env=None):
     """Runs argv (with env added to the environment); fails naming `what` unless it exits 0. Its stdout."""
     print("$", " ".join(argv), flush=True)
@@ -511,6 +644,7 @@ CHECKS = {
     "prometheus-rules": check_prometheus_rules,
     "prometheus-tests": check_prometheus_tests,
     "systemd": check_systemd,
+    "package": check_package,
     "config": check_config,
     "kubernetes": check_kubernetes,
     "install": check_install,
