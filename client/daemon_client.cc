@@ -28,6 +28,25 @@ uint64_t Client::lease_calls() const { return connection_->lease_calls.load(); }
 uint64_t Client::sessions_opened() const { return connection_->sessions_opened.load(); }
 
 absl::StatusOr<std::unique_ptr<Region>> Client::open(std::string_view name, const OpenOptions& options) {
+  if (!options.any_discipline || !options.create) return open_once(name, options);
+  // The daemon creates a region only with its discipline named: open what
+  // is there, else create it with options.discipline.
+  OpenOptions existing = options;
+  existing.create = false;
+  if (!options.exclusive) {
+    absl::StatusOr<std::unique_ptr<Region>> r = open_once(name, existing);
+    if (r.ok() || r.status().code() != absl::StatusCode::kNotFound) return r;
+  }
+  OpenOptions making = options;
+  making.any_discipline = false;
+  absl::StatusOr<std::unique_ptr<Region>> r = open_once(name, making);
+  // Made meanwhile by another process with another discipline: that is
+  // the region, whatever it is.
+  if (!options.exclusive && r.status().code() == absl::StatusCode::kFailedPrecondition) return open_once(name, existing);
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Client::open_once(std::string_view name, const OpenOptions& options) {
   v1::OpenRegionResponse resp;
   grpc::Status st;
   for (int attempt = 0; attempt < 4; ++attempt) {

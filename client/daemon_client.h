@@ -52,8 +52,10 @@ struct ClientOptions {
 };
 
 struct OpenOptions {
-  // Creating: required (shm, file or pmem). Opening: must match, or leave
-  // it as kShm with `any_discipline` to accept what the region is.
+  // Opening: must match, or set `any_discipline` to accept what the region
+  // is. Creating: the region's discipline (shm, file or pmem); with
+  // `any_discipline`, what an existing region is is accepted and a new one
+  // is made with this one.
   Discipline discipline = Discipline::kShm;
   bool any_discipline = false;
   // Opening: must match, or Method{} to accept what the region is.
@@ -93,6 +95,8 @@ class Client {
 
  private:
   explicit Client(std::shared_ptr<client::DaemonConnection> c) : connection_(std::move(c)) {}
+  // One OpenRegion call (retried across a daemon restart).
+  absl::StatusOr<std::unique_ptr<Region>> open_once(std::string_view name, const OpenOptions& options);
   std::shared_ptr<client::DaemonConnection> connection_;
 };
 

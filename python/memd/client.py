@@ -7,7 +7,6 @@ child made by fork() (neither is the C library's): use the "spawn" or
 A forked child may still read and write arrays it inherited: their pages
 are shared, not copied."""
 import ctypes
-import errno
 import os
 import weakref
 
@@ -52,15 +51,8 @@ class Client:
         if method not in METHODS:
             raise ValueError(f"method must be None or one of {sorted(m for m in METHODS if m)}, not {method!r}")
         options = dict(method=method, read_only=read_only, mode=mode, max_bytes=max_bytes)
-        if discipline is None and not exclusive:
-            # The daemon creates only with a discipline given: open whatever
-            # is there, else create it in shared memory.
-            try:
-                return self._open(name, None, create=False, exclusive=False, **options)
-            except Error as e:
-                if e.errno != errno.ENOENT or not create:
-                    raise
-        return self._open(name, discipline or "shm", create=create, exclusive=exclusive, **options)
+        # No discipline: libmemd opens whatever is there, else creates shm.
+        return self._open(name, discipline, create=create, exclusive=exclusive, **options)
 
     def _open(self, name, discipline, *, method, create, exclusive, read_only, mode, max_bytes):
         o = OpenOptions()

@@ -362,6 +362,7 @@ INSTALLED = {
     "bin/memd": True, "bin/memdctl": True, "bin/memd-replay": True,
     "lib/libmemd-malloc.so": False, "lib/libmemd-daemon-link.so": False,
     "include/memd/memd.h": False, "include/memd/memd_region.h": False, "include/memd/memd_client.h": False,
+    "include/memd/memd.hpp": False,
     "lib/libmemd.so.0": False, "lib/cmake/memd/memdConfig.cmake": False,
     "lib/cmake/memd/memdConfigVersion.cmake": False, "lib/cmake/memd/memdTargets.cmake": False,
     "lib/pkgconfig/memd.pc": False,
@@ -415,6 +416,7 @@ PACKAGED = [
     "etc/memd/memd.conf", "usr/bin/memd", "usr/bin/memdctl", "usr/bin/memd-replay",
     "usr/lib/libmemd.so.0", "usr/lib/libmemd.so", "usr/lib/libmemd-malloc.so", "usr/lib/libmemd-daemon-link.so",
     "usr/include/memd/memd.h", "usr/include/memd/memd_region.h", "usr/include/memd/memd_client.h",
+    "usr/include/memd/memd.hpp",
     "usr/lib/cmake/memd/memdConfig.cmake", "usr/lib/pkgconfig/memd.pc",
     "usr/lib/systemd/system/memd.service", "usr/lib/systemd/system/memd.socket",
     "usr/share/man/man8/memd.8.gz", "usr/share/man/man1/memdctl.1.gz",
@@ -624,7 +626,7 @@ def check_use_from_project(args):
                 check(re.search(rf"^count={n} notes={n} version={re.escape(args.version)}$", out, re.M),
                       f"hello_c run {n}: {out!r}, expected count={n} notes={n}")
                 out = run_ok([os.path.join(build, "hello_cxx"), "scratch"], f"{build}/hello_cxx", env=env)
-                check("allocated=1000 freed=1000 check=ok" in out, f"hello_cxx: {out!r}")
+                check(f"allocated=1000 freed=1000 runs={n} check=ok" in out, f"hello_cxx run {n}: {out!r}")
             # A program of the user's without a daemon gets an error, not a crash.
             missing = subprocess.run([os.path.join(with_cmake, "hello_c"), "hello"], capture_output=True, text=True,
                                      timeout=120, env={**os.environ, **env,
