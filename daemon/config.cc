@@ -244,10 +244,15 @@ std::string usage() {
     absl::StrAppend(&u, "  --", k.name, std::string(k.name).size() < 20 ? std::string(20 - std::string(k.name).size(), ' ') : " ",
                     k.help, " (", k.get(d), ")\n");
   }
-  absl::StrAppend(&u, "\nenvironment: MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults (without\n"
-                  "MEMD_SOCKET or XDG_RUNTIME_DIR the socket is /run/memd/memd.sock for root,\n"
-                  "/tmp/memd-<uid>/memd.sock for others).\n");
+  absl::StrAppend(&u, "\nenvironment: ", kEnvironmentHelp, "\n");
   return u;
+}
+
+std::vector<SettingDoc> setting_docs() {
+  std::vector<SettingDoc> docs;
+  DaemonConfig d = embedded_defaults();
+  for (const Key& k : keys()) docs.push_back({k.name, k.help, k.get(d)});
+  return docs;
 }
 
 std::string describe(const DaemonConfig& c) {

@@ -77,6 +77,20 @@ struct CommandLine {
 // that name them.
 absl::StatusOr<CommandLine> parse_command_line(int argc, char** argv);
 std::string usage();
+
+// The settings as `memd --help` and the man page show them (tools/manual/):
+// name, meaning and embedded default (which the environment may change).
+struct SettingDoc {
+  std::string name;
+  std::string help;
+  std::string default_value;
+};
+std::vector<SettingDoc> setting_docs();
+
+inline constexpr const char* kEnvironmentHelp =
+    "MEMD_SOCKET, MEMD_DATA_DIR, XDG_RUNTIME_DIR set the defaults (without\n"
+    "MEMD_SOCKET or XDG_RUNTIME_DIR the socket is /run/memd/memd.sock for root,\n"
+    "/tmp/memd-<uid>/memd.sock for others).";
 std::string describe(const DaemonConfig& c);  // as a config file would say it
 
 }  // namespace memd::daemon
