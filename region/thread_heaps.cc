@@ -1,13 +1,15 @@
 #include "region/thread_heaps.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cerrno>
 
 namespace memd::region {
 
-__thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+__thread ThreadHeapEntry tl_process_heap __attribute__((tls_model("initial-exec")));
+__thread ThreadHeapTable* tl_region_heaps __attribute__((tls_model("initial-exec")));
 
 namespace {
 
@@ -24,16 +26,37 @@ struct Registry {
 // malloc shim is called from the loader and from other libraries' constructors).
 constinit Registry registry;
 
+void detach_entry(uint32_t id, ThreadHeapEntry& e) {
+  if (e.heap == nullptr) return;
+  heap::ThreadHeap* h = e.heap;
+  bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
+  e.generation = 0;
+  e.heap = nullptr;
+  if (live) registry.hosts[id]->detach_thread(h);
+}
+
 void detach_all_at_exit(void*) {
-  for (uint32_t id = 0; id < kMaxArenas; ++id) {
-    ThreadHeapEntry& e = tl_thread_heaps[id];
-    if (e.heap == nullptr) continue;
-    heap::ThreadHeap* h = e.heap;
-    bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
-    e.generation = 0;
-    e.heap = nullptr;
-    if (live) registry.hosts[id]->detach_thread(h);
+  detach_entry(kProcessArenaId, tl_process_heap);
+  ThreadHeapTable* table = tl_region_heaps;
+  if (table == nullptr) return;
+  for (uint32_t id = 1; id < kMaxArenas; ++id) detach_entry(id, table->entries[id]);
+  // A free after this (another key's destructor) finds no entry and goes
+  // to the arena's stranger; an allocation maps a table again.
+  tl_region_heaps = nullptr;
+  munmap(table, sizeof(ThreadHeapTable));
+}
+
+// This thread's table of region arenas, mapped on first use: not malloc,
+// which may be the caller (the shim's daemon mode allocates from a region).
+ThreadHeapTable* region_table() {
+  if (tl_region_heaps != nullptr) return tl_region_heaps;
+  void* p = mmap(nullptr, sizeof(ThreadHeapTable), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    errno = ENOMEM;
+    return nullptr;
   }
+  tl_region_heaps = static_cast<ThreadHeapTable*>(p);  // zeroed: no entry is current
+  return tl_region_heaps;
 }
 
 void create_exit_key() { pthread_key_create(&registry.exit_key, detach_all_at_exit); }
@@ -72,25 +95,30 @@ void unregister_arena(const ArenaHandle& handle) {
   registry.generation[handle.id].store(0, std::memory_order_release);
   registry.hosts[handle.id] = nullptr;
   pthread_mutex_unlock(&registry.lock);
-  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
-  if (e.generation == handle.generation) e = {0, nullptr};
+  ThreadHeapEntry* e = thread_heap_entry(handle.id);
+  if (e != nullptr && e->generation == handle.generation) *e = {0, nullptr};
 }
 
 heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle) {
-  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
+  ThreadHeapEntry* e = handle.id == kProcessArenaId ? &tl_process_heap : nullptr;
+  if (e == nullptr) {
+    ThreadHeapTable* table = region_table();
+    if (table == nullptr) return nullptr;
+    e = &table->entries[handle.id];
+  }
   heap::ThreadHeap* h = handle.host->attach_thread();
   if (h == nullptr) return nullptr;
-  e = {handle.generation, h};
+  *e = {handle.generation, h};
   // Any non-null value makes the key's destructor run at thread exit.
-  pthread_setspecific(registry.exit_key, &e);
+  pthread_setspecific(registry.exit_key, e);
   return h;
 }
 
 void detach_thread_heap(const ArenaHandle& handle) {
-  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
-  if (e.generation != handle.generation || e.heap == nullptr) return;
-  heap::ThreadHeap* h = e.heap;
-  e = {0, nullptr};
+  ThreadHeapEntry* e = thread_heap_entry(handle.id);
+  if (e == nullptr || e->generation != handle.generation || e->heap == nullptr) return;
+  heap::ThreadHeap* h = e->heap;
+  *e = {0, nullptr};
   handle.host->detach_thread(h);
 }
 

@@ -21,13 +21,28 @@ struct ThreadHeapEntry {
   heap::ThreadHeap* heap;
 };
 
-// Plain __thread (no constructor): no TLS wrapper call on the fast path, and
-// usable from inside malloc before any constructor has run.
-extern __thread ThreadHeapEntry tl_thread_heaps[kMaxArenas] __attribute__((tls_model("initial-exec")));
+// The calling thread's entries. Plain __thread (no constructor): no TLS
+// wrapper call on the fast path, and usable from inside malloc before any
+// constructor has run. Initial-exec, so only 24 bytes of it: libmemd.so is
+// also loaded with dlopen (Python's ctypes), where initial-exec TLS comes
+// from glibc's small static surplus (512 bytes promised); the table for
+// the other arenas is mapped per thread on its first attach instead.
+struct ThreadHeapTable {
+  ThreadHeapEntry entries[kMaxArenas];
+};
+extern __thread ThreadHeapEntry tl_process_heap __attribute__((tls_model("initial-exec")));
+extern __thread ThreadHeapTable* tl_region_heaps __attribute__((tls_model("initial-exec")));
 
 // Id 0 belongs to the process arena, which is never destroyed: the malloc
-// shim reads tl_thread_heaps[0].heap without a generation check.
+// shim reads tl_process_heap.heap without a generation check.
 inline constexpr uint32_t kProcessArenaId = 0;
+
+// This thread's entry for arena `id`; nullptr if it has none yet.
+inline ThreadHeapEntry* thread_heap_entry(uint32_t id) {
+  if (id == kProcessArenaId) return &tl_process_heap;
+  ThreadHeapTable* table = tl_region_heaps;
+  return table != nullptr ? &table->entries[id] : nullptr;
+}
 
 // Gives the arena an id (kProcessArenaId if `process`); false (errno EMFILE)
 // if no id is free.
@@ -38,17 +53,17 @@ bool register_host(ThreadHeapHost* host, ArenaHandle* out);
 void unregister_arena(const ArenaHandle& handle);
 
 // The calling thread's heap in the arena, attaching one if needed; nullptr
-// (errno set) if none can be had.
+// (errno set) if none can be had (ENOMEM: no page for the thread's table).
 heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle);
 inline heap::ThreadHeap* thread_heap(const ArenaHandle& handle) {
-  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
-  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  const ThreadHeapEntry* e = thread_heap_entry(handle.id);
+  if (__builtin_expect(e != nullptr && e->generation == handle.generation, 1)) return e->heap;
   return attach_thread_heap(handle);
 }
 // The calling thread's heap if it has one, else the arena's stranger (for frees).
 inline heap::ThreadHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
-  ThreadHeapEntry& e = tl_thread_heaps[handle.id];
-  if (__builtin_expect(e.generation == handle.generation, 1)) return e.heap;
+  const ThreadHeapEntry* e = thread_heap_entry(handle.id);
+  if (__builtin_expect(e != nullptr && e->generation == handle.generation, 1)) return e->heap;
   return handle.host->stranger();
 }
 

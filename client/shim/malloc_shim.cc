@@ -39,7 +39,7 @@ __thread bool tl_in_shim __attribute__((tls_model("initial-exec")));
 // The calling thread's heap in the process arena, or nullptr if it has none
 // yet (one TLS load: the process arena has id 0 and is never destroyed).
 inline ThreadHeap* current_heap() {
-  return memd::region::tl_thread_heaps[memd::region::kProcessArenaId].heap;
+  return memd::region::tl_process_heap.heap;
 }
 
 void report_once_no_heap() {

@@ -600,6 +600,13 @@ def check_use_from_project(args):
               "libmemd.so does not export the C API")
         others = [name for name in exported if not name.startswith("memd_") and name != "MEMD_0"]
         check(not others, f"libmemd.so exports more than the C API: {others[:10]}")
+        # Loaded with dlopen (Python's ctypes), its initial-exec TLS comes from
+        # glibc's static surplus, of which 512 bytes are promised: it must fit
+        # there, and load with the surplus cut down to that promise.
+        tls = re.search(r"^\s*TLS\s+(\S+\s+){4}(0x[0-9a-f]+)", run_ok(["readelf", "-lW", lib], "readelf -l"), re.M)
+        check(tls is None or int(tls.group(2), 16) <= 512, f"libmemd.so has {int(tls.group(2), 16)} bytes of TLS")
+        run_ok([sys.executable, "-c", f"import ctypes; ctypes.CDLL({lib!r}).memd_version"], "dlopen of libmemd.so",
+               env={"GLIBC_TUNABLES": "glibc.rtld.nns=1:glibc.rtld.optional_static_tls=512"})
 
         # The user's project, out of the source tree.
         project = os.path.join(scratch, "project")
