@@ -578,6 +578,32 @@ def start_installed_daemon(prefix, scratch):
     return daemon, sock, namespace
 
 
+def check_python_example(args, scratch, prefix, sock):
+    """README's Python example, as a user runs it: the package pip-installed
+    from a copy of python/ into a virtual environment (Debian's numpy; nothing
+    from the network), libmemd.so.0 from the installed prefix only."""
+    venv = os.path.join(scratch, "venv")
+    run_ok([sys.executable, "-m", "venv", "--system-site-packages", venv], "python3 -m venv")
+    source = os.path.join(scratch, "python")
+    shutil.copytree(os.path.join(args.source, "python"), source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    python = os.path.join(venv, "bin/python")
+    run_ok([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index", source],
+           "pip install")
+    readme = open(os.path.join(args.source, "README.md")).read()
+    code = re.search(r"```python\n(.*?)```", readme[readme.index("\n## Python"):], re.S)
+    check(code is not None, "README's Python section has no example")
+    example = os.path.join(scratch, "example.py")
+    with open(example, "w") as f:
+        f.write(code.group(1))
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMD_LIBRARY", "PYTHONPATH")}
+    env.update(MEMD_SOCKET=sock, LD_LIBRARY_PATH=os.path.join(prefix, "lib"))
+    print("$", python, example, flush=True)
+    proc = subprocess.run([python, example], capture_output=True, text=True, timeout=300, env=env, cwd=scratch)
+    check(proc.returncode == 0 and proc.stdout.strip() == "[1000000.0, 1000000.0, 1000000.0, 1000000.0]",
+          f"README's Python example (exit {proc.returncode}): {proc.stdout} {proc.stderr[-800:]}")
+
+
 def check_use_from_project(args):
     if args.sanitizer:
         # A sanitizer build's libmemd.so needs its runtime loaded first,
@@ -634,6 +660,7 @@ def check_use_from_project(args):
                       f"hello_c run {n}: {out!r}, expected count={n} notes={n}")
                 out = run_ok([os.path.join(build, "hello_cxx"), "scratch"], f"{build}/hello_cxx", env=env)
                 check(f"allocated=1000 freed=1000 runs={n} check=ok" in out, f"hello_cxx run {n}: {out!r}")
+            check_python_example(args, scratch, prefix, sock)
             # A program of the user's without a daemon gets an error, not a crash.
             missing = subprocess.run([os.path.join(with_cmake, "hello_c"), "hello"], capture_output=True, text=True,
                                      timeout=120, env={**os.environ, **env,
