@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -729,6 +730,42 @@ TEST_F(MemdctlFileTest, InfoRootsAndCheckReadAStoppedRegion) {
   EXPECT_EQ(check.exit_code, 0) << check;
   EXPECT_EQ(check.out, "check         ok\n") << check;
   EXPECT_EQ(header(), before) << "reading changed the file";
+}
+
+// --json: what scripts read, one object per command, the same facts.
+TEST_F(MemdctlFileTest, JsonSaysTheSameForScripts) {
+  make_region();
+  Result info = file({"info", path_, "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info;
+  auto facts = parse_json<google::protobuf::Struct>(info.out).fields();
+  EXPECT_EQ(facts.at("file").string_value(), path_);
+  EXPECT_EQ(facts.at("method").string_value(), "best");
+  EXPECT_TRUE(facts.at("clean_close").bool_value());
+  EXPECT_EQ(facts.at("objects").number_value(), 102);
+  EXPECT_EQ(facts.at("roots").number_value(), 2);
+  EXPECT_GT(facts.at("committed_bytes").number_value(), 0);
+
+  Result roots = file({"--json", "roots", path_});
+  ASSERT_EQ(roots.exit_code, 0) << roots;
+  auto list = parse_json<google::protobuf::Struct>(roots.out).fields().at("roots").list_value();
+  ASSERT_EQ(list.values_size(), 2) << roots;
+  std::map<std::string, double> sizes;
+  for (const auto& v : list.values()) {
+    sizes[v.struct_value().fields().at("name").string_value()] = v.struct_value().fields().at("bytes").number_value();
+    EXPECT_GT(v.struct_value().fields().at("offset").number_value(), 0);
+  }
+  EXPECT_EQ(sizes, (std::map<std::string, double>{{"config", 128}, {"index", 4096}}));
+
+  Result check = file({"check", path_, "--json"});
+  EXPECT_EQ(check.exit_code, 0) << check;
+  auto verdict = parse_json<google::protobuf::Struct>(check.out).fields();
+  EXPECT_TRUE(verdict.at("ok").bool_value());
+  EXPECT_EQ(verdict.at("problem").string_value(), "");
+
+  // Commands that print a report refuse --json rather than ignore it.
+  Result repair = file({"repair", path_, "--json"});
+  EXPECT_EQ(repair.exit_code, 2) << repair;
+  EXPECT_NE(repair.err.find("--json belongs to file info, check and roots"), std::string::npos) << repair;
 }
 
 TEST_F(MemdctlFileTest, ARegionWithAnOwnerIsLeftAlone) {

@@ -137,7 +137,9 @@ constexpr FlagSpec kFlags[] = {
      "else $XDG_RUNTIME_DIR/memd/memd.sock, else /run/memd/memd.sock\n"
      "for root, /tmp/memd-<uid>/memd.sock for others)",
      set_socket},
-    {"--json", "", "", true, Command::kRegions, "print the daemon's answer as JSON, for scripts", set_json},
+    {"--json", "", "", true, Command::kRegions,
+     "print the answer as JSON, for scripts (file: info,\ncheck and roots)",
+     set_json},
     {"--timeout", "", "SECONDS", true, Command::kRegions, "deadline of each call (default 5)", set_timeout},
     {"--help", "-h", "", true, Command::kRegions, "this text", set_help},
     {"--region", "", "NAME", false, Command::kDrain, "", set_region},

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
 #include "region/region.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/file_copy.h"
+#include "tools/memdctl/output.h"
 
 namespace memd::memdctl {
 namespace {
@@ -17,6 +19,46 @@ namespace {
 int fail(const std::string& what, const absl::Status& s) {
   std::fprintf(stderr, "memdctl: file %s: %s\n", what.c_str(), std::string(s.message()).c_str());
   return kExitCallFailed;
+}
+
+// --json: one object per command, built as a protobuf Struct so that
+// to_json escapes and formats it as the daemon's answers are.
+using JsonObject = google::protobuf::Struct;
+void put(JsonObject& o, const std::string& key, const std::string& v) { (*o.mutable_fields())[key].set_string_value(v); }
+void put(JsonObject& o, const std::string& key, double v) { (*o.mutable_fields())[key].set_number_value(v); }
+void put_bool(JsonObject& o, const std::string& key, bool v) { (*o.mutable_fields())[key].set_bool_value(v); }
+
+int print_json(const JsonObject& o, int code) {
+  absl::StatusOr<std::string> text = to_json(o);
+  if (!text.ok()) return fail("--json", text.status());
+  std::printf("%s\n", text->c_str());
+  return code;
+}
+
+int info_json(Region& r, const std::string& path) {
+  Region::HeaderFacts f = r.header_facts();
+  uint32_t held = 0;
+  for (uint32_t i = 0; i < f.max_clients; ++i) held += r.lease_slot(i).active;
+  heap::RegionStats s = r.stat();
+  JsonObject o;
+  put(o, "file", path);
+  put(o, "format_version", f.format_version);
+  put(o, "method", method_name(r.method()));
+  put(o, "max_pages", static_cast<double>(f.max_pages));
+  put(o, "committed_bytes", static_cast<double>(f.committed_bytes));
+  put_bool(o, "clean_close", f.clean_close);
+  put(o, "generation", static_cast<double>(f.generation));
+  put(o, "recoveries", static_cast<double>(f.recoveries));
+  put(o, "leaked_objects", static_cast<double>(f.leaked_objects));
+  put(o, "leases_held", held);
+  put(o, "lease_slots", f.max_clients);
+  put(o, "objects", static_cast<double>(s.busy_objects));
+  put(o, "object_bytes", static_cast<double>(s.busy_bytes));
+  put(o, "roots", static_cast<double>(r.list().size()));
+  put(o, "pages_in_use", static_cast<double>(s.pages_in_use));
+  put(o, "pages_free_resident", static_cast<double>(s.pages_dirty));
+  put(o, "pages_given_back", static_cast<double>(s.pages_discarded));
+  return print_json(o, kExitOk);
 }
 
 // A region file's facts, whatever opened it.
@@ -51,17 +93,27 @@ bool print_check(Region& r, const char* label) {
   return s.ok();
 }
 
-int info(const std::string& path) {
+int info(const std::string& path, bool json) {
   absl::StatusOr<std::unique_ptr<Region>> r = Region::inspect(path, Discipline::kFile);
   if (!r.ok()) return fail("info", r.status());
+  if (json) return info_json(**r, path);
   print_facts(**r, path);
   print_use(**r);
   return kExitOk;
 }
 
-int check(const std::string& path) {
+int check(const std::string& path, bool json) {
   absl::StatusOr<std::unique_ptr<Region>> r = Region::inspect(path, Discipline::kFile);
   if (!r.ok()) return fail("check", r.status());
+  if (json) {
+    absl::Status s = (*r)->check();
+    JsonObject o;
+    put(o, "file", path);
+    put_bool(o, "clean_close", (*r)->header_facts().clean_close);
+    put_bool(o, "ok", s.ok());
+    put(o, "problem", std::string(s.message()));
+    return print_json(o, s.ok() ? kExitOk : kExitCheckFailed);
+  }
   if (!(*r)->header_facts().clean_close) {
     std::printf("note          not closed cleanly: the derived state (free lists, counts) is checked as the crash "
                 "left it; 'memdctl file repair' shows the region as recovery makes it\n");
@@ -69,9 +121,21 @@ int check(const std::string& path) {
   return print_check(**r, "check") ? kExitOk : kExitCheckFailed;
 }
 
-int roots(const std::string& path) {
+int roots(const std::string& path, bool json) {
   absl::StatusOr<std::unique_ptr<Region>> r = Region::inspect(path, Discipline::kFile);
   if (!r.ok()) return fail("roots", r.status());
+  if (json) {
+    JsonObject o;
+    put(o, "file", path);
+    google::protobuf::ListValue* list = (*o.mutable_fields())["roots"].mutable_list_value();
+    for (const RootInfo& root : (*r)->list()) {
+      JsonObject* entry = list->add_values()->mutable_struct_value();
+      put(*entry, "name", root.name);
+      put(*entry, "offset", static_cast<double>(root.offset));
+      put(*entry, "bytes", static_cast<double>(root.size));
+    }
+    return print_json(o, kExitOk);
+  }
   std::printf("%-32s %16s %12s\n", "NAME", "OFFSET", "BYTES");
   for (const RootInfo& root : (*r)->list()) {
     std::printf("%-32s %16llu %12llu\n", root.name.c_str(), static_cast<unsigned long long>(root.offset),
@@ -153,9 +217,13 @@ int run_file(const CommandLine& cl) {
     std::fprintf(stderr, "memdctl: file %s: --apply belongs to file repair\n", verb.c_str());
     return kExitUsage;
   }
-  if (verb == "info") return info(path);
-  if (verb == "check") return check(path);
-  if (verb == "roots") return roots(path);
+  if (cl.json && verb != "info" && verb != "check" && verb != "roots") {
+    std::fprintf(stderr, "memdctl: file %s: --json belongs to file info, check and roots\n", verb.c_str());
+    return kExitUsage;
+  }
+  if (verb == "info") return info(path, cl.json);
+  if (verb == "check") return check(path, cl.json);
+  if (verb == "roots") return roots(path, cl.json);
   if (verb == "repair") return repair(path, cl.apply);
   if (verb == "copy") return copy(path, cl.args[2], false);
   if (verb == "snapshot") return copy(path, cl.args[2], true);
