@@ -19,8 +19,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "python"))
 sys.path.insert(0, os.path.join(TOP, "bench"))
+sys.path.insert(0, os.path.join(TOP, "tests/support"))
+from memd_daemon import MemdDaemon  # noqa: E402
 
 REGION = None  # in a worker: its memd region
 
@@ -111,32 +111,6 @@ def run_pickle(pool, region, count, workers):
 WAYS = {"memd": run_memd, "shared_memory": run_shared_memory, "pickle": run_pickle}
 
 
-def socket_answers(path):
-    """Whether something accepts connections on the Unix socket `path` (gRPC
-    makes the file at bind, before it listens)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(path)
-            return True
-        except OSError:
-            return False
-
-
-def start_daemon(binary, root):
-    sock = os.path.join(root, "memd.sock")
-    log = open(os.path.join(root, "memd.log"), "w")
-    daemon = subprocess.Popen([binary, "--socket", sock, "--data-dir", os.path.join(root, "data"),
-                               "--shm-namespace", f"bench{os.getpid()}", "--metrics-address", "127.0.0.1:0"],
-                              stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(1000):
-        if socket_answers(sock) or daemon.poll() is not None:
-            break
-        time.sleep(0.01)
-    if daemon.poll() is not None or not socket_answers(sock):
-        sys.exit("memd did not start: " + open(log.name).read())
-    return daemon, sock
-
-
 def median(values):
     values = sorted(values)
     n = len(values)
@@ -154,7 +128,8 @@ def main():
     build = os.path.abspath(args.build)
     os.environ.setdefault("MEMD_LIBRARY", os.path.join(build, "client/libmemd.so.0"))
     root = tempfile.mkdtemp(prefix="memd-handoff-")
-    daemon, sock = start_daemon(os.path.join(build, "daemon/memd"), root)
+    daemon = MemdDaemon(os.path.join(build, "daemon/memd"), root, namespace=f"bench{os.getpid()}").start()
+    sock = daemon.socket
     os.environ["MEMD_SOCKET"] = sock
     os.environ["PYTHONPATH"] = os.path.join(TOP, "python") + os.pathsep + os.environ.get("PYTHONPATH", "")
     import memd
@@ -179,8 +154,8 @@ def main():
         region.close()
         client.close()
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
+        daemon.stop()
+        daemon.remove_shm()
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
 

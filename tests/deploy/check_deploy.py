@@ -32,14 +32,16 @@ CHECK is one of:
 A missing tool is a failure that says which package brings it.
 """
 import argparse
+import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../support"))
+from memd_daemon import MemdDaemon  # noqa: E402
 
 try:
     import yaml
@@ -494,19 +496,12 @@ def check_package_installed(args, deb, scratch):
         os.chown(run_dir, int(entry[2]), int(entry[3]))
         os.chmod(run_dir, 0o755)
         os.chmod(scratch, 0o755)
-        sock = os.path.join(run_dir, "memd.sock")
-        log = open(os.path.join(scratch, "memd.log"), "w")
-        memd = subprocess.Popen(["setpriv", "--reuid=memd", "--regid=memd", "--init-groups",
-                                 f"--inh-caps=-all,+{CAPS.replace(',', ',+')}", f"--ambient-caps=+{CAPS.replace(',', ',+')}",
-                                 "/usr/bin/memd", "--config", "/etc/memd/memd.conf", "--socket", sock,
-                                 "--data-dir", os.path.join(run_dir, "data"), "--shm-namespace", f"pkg{os.getpid()}",
-                                 "--metrics-address", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            for _ in range(1000):
-                if socket_answers(sock) or memd.poll() is not None:
-                    break
-                time.sleep(0.01)
-            check(memd.poll() is None, f"the packaged memd did not start: {open(log.name).read()[-500:]}")
+        setpriv = ["setpriv", "--reuid=memd", "--regid=memd", "--init-groups",
+                   f"--inh-caps=-all,+{CAPS.replace(',', ',+')}", f"--ambient-caps=+{CAPS.replace(',', ',+')}"]
+        memd = MemdDaemon("/usr/bin/memd", run_dir, namespace=f"pkg{os.getpid()}", wrapper=setpriv,
+                          args=["--config", "/etc/memd/memd.conf"])
+        with started(memd, "the packaged memd"):
+            sock = memd.socket
             st = os.stat(sock)
             check(st.st_mode & 0o777 == 0o660 and st.st_gid == int(group[2]),
                   f"the socket is mode {oct(st.st_mode & 0o777)}, gid {st.st_gid}: not 0660 group memd")
@@ -518,12 +513,6 @@ def check_package_installed(args, deb, scratch):
             p = subprocess.run(member + ["/usr/bin/memdctl", "--socket", sock, "health"], capture_output=True, text=True)
             check(p.returncode == 0 and "SERVING" in p.stdout,
                   f"a member of group memd could not reach memd (exit {p.returncode}): {p.stdout} {p.stderr}")
-        finally:
-            memd.terminate()
-            memd.wait(60)
-            for name in os.listdir("/dev/shm"):
-                if name.startswith(f"memd.pkg{os.getpid()}."):
-                    os.unlink(os.path.join("/dev/shm", name))
 
         run_ok(["dpkg", "-r", "memd"], "dpkg -r")
         check(not os.path.exists("/usr/bin/memd") and os.path.isfile("/etc/memd/memd.conf"),
@@ -550,32 +539,16 @@ def run_ok(argv, what, env=None):
     return proc.stdout
 
 
-def socket_answers(path):
-    """Whether something accepts connections on the Unix socket `path` (gRPC
-    makes the file at bind, before it listens)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(path)
-            return True
-        except OSError:
-            return False
-
-
-def start_installed_daemon(prefix, scratch):
-    """The installed memd on a socket, data directory and shm namespace of its own; (process, socket, namespace)."""
-    sock = os.path.join(scratch, "memd.sock")
-    namespace = f"use{os.getpid()}"
-    log = open(os.path.join(scratch, "memd.log"), "w")
-    daemon = subprocess.Popen([os.path.join(prefix, "bin/memd"), "--socket", sock, "--data-dir",
-                               os.path.join(scratch, "data"), "--shm-namespace", namespace,
-                               "--metrics-address", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(1000):
-        if socket_answers(sock) or daemon.poll() is not None:
-            break
-        time.sleep(0.01)
-    check(daemon.poll() is None and socket_answers(sock),
-          f"the installed memd did not start: {open(log.name).read()[-500:]}")
-    return daemon, sock, namespace
+@contextlib.contextmanager
+def started(daemon, what):
+    """The daemon started (a failed start fails the check, with its log), and
+    stopped and its shm objects removed after."""
+    try:
+        daemon.start()
+    except RuntimeError as e:
+        raise Failure(f"{what} did not start: {e}")
+    with daemon:
+        yield daemon
 
 
 def check_python_example(args, scratch, prefix, sock):
@@ -651,8 +624,9 @@ def check_use_from_project(args):
         run_ok(["c++", "-std=c++17", "-Wall", "-Werror", os.path.join(project, "hello.cc"), "-o",
                 os.path.join(with_pc, "hello_cxx"), *flags], "c++ with pkg-config")
 
-        daemon, sock, namespace = start_installed_daemon(prefix, scratch)
-        try:
+        with started(MemdDaemon(os.path.join(prefix, "bin/memd"), scratch, namespace=f"use{os.getpid()}"),
+                     "the installed memd") as daemon:
+            sock = daemon.socket
             env = {"MEMD_SOCKET": sock, "LD_LIBRARY_PATH": os.path.join(prefix, "lib")}
             for n, build in enumerate([with_cmake, with_pc], start=1):
                 out = run_ok([os.path.join(build, "hello_c"), "hello"], f"{build}/hello_c", env=env)
@@ -667,12 +641,6 @@ def check_use_from_project(args):
                                                        "MEMD_SOCKET": os.path.join(scratch, "none.sock")})
             check(missing.returncode == 1 and "memd_connect" in missing.stderr,
                   f"without a daemon: exit {missing.returncode}, {missing.stderr!r}")
-        finally:
-            daemon.terminate()
-            daemon.wait(timeout=60)
-            for name in os.listdir("/dev/shm"):
-                if name.startswith(f"memd.{namespace}."):
-                    os.unlink(os.path.join("/dev/shm", name))
 
 
 CHECKS = {

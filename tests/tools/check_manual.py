@@ -16,12 +16,12 @@ import argparse
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../support"))
+from memd_daemon import MemdDaemon  # noqa: E402
 
 
 def fail(message):
@@ -125,19 +125,6 @@ printf '%s\\n' "${{COMPREPLY[@]}}"
     return sorted(l for l in out.splitlines() if l)
 
 
-def wait_for_socket(path, process, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        check(process.poll() is None, f"memd exited ({process.returncode}) before serving")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(path)
-                return
-        except OSError:
-            time.sleep(0.05)
-    fail(f"memd did not serve {path} within {seconds} s")
-
-
 def check_completion(args):
     script, _ = document(args, "memdctl.bash")
     status, usage, _ = run([args.memdctl, "--help"])
@@ -167,13 +154,8 @@ def check_completion(args):
             check(got == sorted(expected), f"completing memdctl {' '.join(words)!r}: {got}, expected {sorted(expected)}")
 
         # Region names come from the daemon the command line names.
-        sock = os.path.join(tmp, "memd.sock")
-        namespace = f"cm{os.getpid()}"
-        memd = subprocess.Popen([args.memd, "--socket", sock, "--data-dir", os.path.join(tmp, "data"),
-                                 "--shm-namespace", namespace, "--metrics-address", "127.0.0.1:0"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_for_socket(sock, memd)
+        with MemdDaemon(args.memd, tmp, namespace=f"cm{os.getpid()}") as memd:
+            sock = memd.socket
             for name in ("alpha", "alps", "beta"):
                 status, _, err = run([args.test_client, sock, name, "open"])
                 check(status == 0, f"test_client could not open {name}: {err}")
@@ -186,12 +168,6 @@ def check_completion(args):
             # No daemon there: nothing offered, and nothing printed in the way.
             check(complete(script, ["--socket", os.path.join(tmp, "none.sock"), "stat", ""], tmp, args.memdctl) == [],
                   "something was offered from a socket where no memd runs")
-        finally:
-            memd.send_signal(signal.SIGTERM)
-            memd.wait(60)
-            for name in os.listdir("/dev/shm"):
-                if name.startswith(f"memd.{namespace}."):
-                    os.unlink(os.path.join("/dev/shm", name))
         os.chdir("/")
     print(f"completion: {len(cases)} cases and region names from a live memd")
 
