@@ -23,7 +23,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from memd_daemon import MemdDaemon  # noqa: E402
 
 failures = []
 
@@ -43,14 +45,9 @@ def main():
 
     work = tempfile.mkdtemp(prefix="memd-shim-daemon-debug-")
     sock = os.path.join(work, "memd.sock")
-    log = open(os.path.join(work, "memd.log"), "w")
-    memd = subprocess.Popen([args.memd, "--socket", sock, "--data-dir", os.path.join(work, "data"),
-                             "--shm-namespace", "dbg%d" % os.getpid()], stdout=log, stderr=log)
+    memd = MemdDaemon(args.memd, work, socket_path=sock, namespace="dbg%d" % os.getpid())
+    memd.start()
     try:
-        for _ in range(1000):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.01)
         base = {k: v for k, v in os.environ.items()
                 if k not in ("VMDEBUG", "VMPROFILE", "VMETHOD", "MEMD_METHOD", "MEMD_DEBUG", "MEMD_PROFILE",
                              "VMTRACE", "MEMD_TRACE", "MEMD_REGION", "MEMD_REGION_REQUIRED")}
@@ -106,12 +103,7 @@ def main():
         expect("wrong method refused", "profile" in err and "debug" in err and "not used" in err, err)
         expect("wrong method still runs", rc == 0, f"rc={rc}\n{err}")
     finally:
-        memd.terminate()
-        try:
-            memd.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            memd.kill()
-        log.close()
+        memd.close()  # stopped, its shm objects removed
         if failures:
             print(open(os.path.join(work, "memd.log")).read())
         shutil.rmtree(work, ignore_errors=True)

@@ -15,11 +15,12 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from memd_daemon import MemdDaemon  # noqa: E402
 
 
 def main():
@@ -38,14 +39,9 @@ def main():
     sock = os.path.join(work, "memd.sock")
     ns = "shim%d" % os.getpid()
     region = "program-heap"
-    log = open(os.path.join(work, "memd.log"), "w")
-    memd = subprocess.Popen([args.memd, "--socket", sock, "--data-dir", os.path.join(work, "data"),
-                             "--shm-namespace", ns], stdout=log, stderr=log)
+    memd = MemdDaemon(args.memd, work, socket_path=sock, namespace=ns)
+    memd.start()
     try:
-        for _ in range(1000):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.01)
         env = ["MEMD_SOCKET=" + sock, "MEMD_REGION=" + region, "MEMD_REGION_REQUIRED=1"]
         compare = [sys.executable, args.compare, "--lib", args.lib, "--timeout", str(args.timeout)]
         for e in args.env + env:
@@ -71,14 +67,7 @@ def main():
             return 1
         return 0
     finally:
-        memd.send_signal(signal.SIGTERM)
-        try:
-            memd.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            memd.kill()
-        shm = "/dev/shm/memd.%s.%s" % (ns, region)
-        if os.path.exists(shm):
-            os.unlink(shm)
+        memd.close()  # stopped, its shm objects removed
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -77,10 +77,14 @@ class MemdDaemon:
         except FileNotFoundError:
             return ""
 
+    def close(self):
+        """Stopped if running, and its shm objects removed."""
+        if self.running():
+            self.stop()
+        self.remove_shm()
+
     def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc):
-        if self.running():
-            self.stop()
-        self.remove_shm()
+        self.close()
