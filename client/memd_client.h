@@ -39,7 +39,7 @@ typedef struct memd_client memd_client;
  * library may add fields in `reserved`, which init zeroes. */
 typedef struct memd_open_options {
   int discipline;      /* MEMD_SHM (the default), MEMD_FILE or MEMD_PMEM */
-  int any_discipline;  /* opening: accept whatever the region is */
+  int any_discipline;  /* accept whatever an existing region is; a new one gets `discipline` */
   int method;          /* a memd_method; MEMD_METHOD_ANY: as created (creating: best) */
   int create;          /* create it if it does not exist (default 1) */
   int exclusive;       /* with create: fail (EEXIST) if it exists */
