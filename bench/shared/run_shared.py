@@ -397,7 +397,23 @@ def summarise(runs):
         "capped_rounds": 0 if window else sum(r["values"]["capped"] != "0" for r in runs),
         "checksums": sorted({r["values"]["checksum"] for r in full}),
         "shared_check": sorted({r["values"]["shared_check"] for r in runs}),
+        # Per round, for ratios paired within a round (paired() below).
+        "by_round": {r["round"]: {"pairs_per_s": float(r["values"]["pairs_per_s"]),
+                                  "ns_per_pair": float(r["values"]["ns_per_pair"])} for r in runs},
     }
+
+
+def paired_rounds(a, b, key):
+    """a[key] / b[key] in each round both ran, in round order: every round runs
+    every case, so the ratio is taken within a round, never across."""
+    ra, rb = a.get("by_round", {}), b.get("by_round", {})
+    return [ratio(ra[r][key], rb[r][key]) for r in sorted(set(ra) & set(rb)) if ratio(ra[r][key], rb[r][key])]
+
+
+def paired(a, b, key):
+    """The median over rounds of a[key] / b[key] taken within each round."""
+    values = paired_rounds(a, b, key)
+    return median(values) if values else None
 
 
 def uncommitted_outside_bench():
@@ -492,7 +508,7 @@ def evaluate_targets(doc):
         other_mine, other_base = pick(PAIRS if t.measure == WINDOW else WINDOW)
         if other_mine and other_base and not other_mine["failed"] and not other_base["failed"]:
             rec["secondary_measure"] = PAIRS if t.measure == WINDOW else WINDOW
-            rec["secondary_ratio"] = ratio(other_mine["pairs_per_s"], other_base["pairs_per_s"])
+            rec["secondary_ratio"] = paired(other_mine, other_base, "pairs_per_s")
         if mine["failed"] or base["failed"]:
             rec.update({"measured": None, "met": None})
         else:
@@ -500,10 +516,9 @@ def evaluate_targets(doc):
                 "memd_pairs_per_s": mine["pairs_per_s"], "base_pairs_per_s": base["pairs_per_s"],
                 "memd_ns_per_pair": mine["ns_per_pair"], "base_ns_per_pair": base["ns_per_pair"],
                 "memd_overlap": mine["overlap"], "memd_balance": mine["balance"],
-                "measured": ratio(mine["pairs_per_s"], base["pairs_per_s"]),
+                "measured": paired(mine, base, "pairs_per_s"),
                 # Peer: how much less one memd process pays per pair. Scaling: N/1 ns/pair (1 is perfect).
-                "ns_ratio": (ratio(base["ns_per_pair"], mine["ns_per_pair"]) if t.peer
-                             else ratio(mine["ns_per_pair"], base["ns_per_pair"])),
+                "ns_ratio": (paired(base, mine, "ns_per_pair") if t.peer else paired(mine, base, "ns_per_pair")),
             })
             rec["met"] = rec["measured"] is not None and rec["measured"] >= t.minimum
         out.append(rec)
@@ -524,10 +539,10 @@ def evaluate_controls(doc):
             rec["ratio"] = None
         else:
             rec.update({"pairs_per_s": c["pairs_per_s"], "base_pairs_per_s": base["pairs_per_s"],
-                        "ratio": ratio(c["pairs_per_s"], base["pairs_per_s"]),
-                        "ratio_min": ratio(c["pairs_per_s_min"], base["pairs_per_s"]),
-                        "ratio_max": ratio(c["pairs_per_s_max"], base["pairs_per_s"]),
-                        "ns_ratio": ratio(c["ns_per_pair"], base["ns_per_pair"]),
+                        "ratio": paired(c, base, "pairs_per_s"),
+                        "ratio_min": min(paired_rounds(c, base, "pairs_per_s"), default=None),
+                        "ratio_max": max(paired_rounds(c, base, "pairs_per_s"), default=None),
+                        "ns_ratio": paired(c, base, "ns_per_pair"),
                         "balance": c["balance"], "overlap": c["overlap"]})
             # The same N processes on one shared heap, over N separate heaps: both run
             # concurrently in one window, so this does not lean on the 1-process case.
@@ -535,7 +550,7 @@ def evaluate_controls(doc):
             if c["separate"] and shared and not shared["failed"]:
                 rec.update({"shared": f"{base_name}, {c['procs']} processes on one heap",
                             "shared_pairs_per_s": shared["pairs_per_s"],
-                            "shared_ratio": ratio(shared["pairs_per_s"], c["pairs_per_s"])})
+                            "shared_ratio": paired(shared, c, "pairs_per_s")})
         out.append(rec)
     return out
 
@@ -577,7 +592,8 @@ def _header(doc):
               "**pairs/s** is the total throughput of all processes in the table's mode; **overlap** is the share of "
               "the span from the first start to the last end in which every process was running; **balance** is "
               "the slowest process's own rate over the fastest's (1.00 with one process); **× X** is ns/pair over "
-              "X's ns/pair in the same case (below 1: faster than X).", ""]
+              "X's ns/pair in the same case, taken within each round, median over the rounds (below 1: faster "
+              "than X). Every ratio in this report is so paired: both sides ran in the same round.", ""]
     return lines
 
 
@@ -599,7 +615,7 @@ def _case_table(cells, wname, mode):
             rows.append([c["allocator"], c["durability"], done, f"{c['ns_per_pair']:,.0f}",
                          fmt(None if spread is None else spread * 100, 0, "%"), f"{c['pairs_per_s']:,.0f}",
                          fmt(c["overlap"]), fmt(c["balance"])]
-                        + [_times(ratio(c["ns_per_pair"], p["ns_per_pair"])) for p in peers])
+                        + [_times(paired(c, p, "ns_per_pair")) for p in peers])
         if wname == "shared_small":
             lines += [f"#### {procs} process{'es' if procs > 1 else ''}", ""]
         lines += report._table(headers, rows, ["---", "---"] + ["---:"] * (len(headers) - 2)) + [""]
@@ -642,8 +658,8 @@ def _scaling(cells, mode, window_s):
             many = next((c for c in cells if c["allocator"] == a and c["procs"] == n), None)
             if one and many:
                 rows.append([a, f"{n} vs 1", f"{one['pairs_per_s']:,.0f}", f"{many['pairs_per_s']:,.0f}",
-                             fmt(ratio(many["pairs_per_s"], one["pairs_per_s"]), suffix="×"),
-                             fmt(ratio(many["ns_per_pair"], one["ns_per_pair"]), suffix="×"),
+                             fmt(paired(many, one, "pairs_per_s"), suffix="×"),
+                             fmt(paired(many, one, "ns_per_pair"), suffix="×"),
                              fmt(many["overlap"]), fmt(many["balance"])])
     if not rows:
         return []
@@ -719,8 +735,8 @@ def _controls(doc):
     lines = ["## Controls: what several processes get from this machine", "",
              f"The same {window_s:g} s window, with nothing shared between the processes, so any shortfall from "
              "N× is the machine's (CPUs, hypervisor, memory bandwidth), not an allocator's. The baseline is the "
-             "1-process window case of the same loop. The range is the lowest and highest round over that "
-             "baseline's median.", ""]
+             "1-process window case of the same loop, in the same round; the range is the lowest and highest of "
+             "those per-round ratios.", ""]
     rows = []
     for c in controls:
         if c["ratio"] is None:
