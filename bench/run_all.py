@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import allocators as alloc_mod  # noqa: E402
 from harness import launch, machine, micro, report, summary  # noqa: E402
+from harness.result_files import rerender_report  # noqa: E402
 from harness.workloads import MICRO, RunContext, select  # noqa: E402
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +45,8 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=300, help="seconds before a single run is killed")
     p.add_argument("--out", default=os.path.join(BENCH_DIR, "results"), help="directory for the report files")
     p.add_argument("--no-write", action="store_true", help="print the report only, write no files")
+    p.add_argument("--render", metavar="JSON", default="",
+                   help="write the Markdown of a saved report again from its JSON (same data, current wording)")
     args = p.parse_args()
     args.only = [n.strip() for n in args.only.split(",") if n.strip()]
     args.allocators = [a.strip() for a in args.allocators.split(",") if a.strip()]
@@ -148,6 +151,8 @@ def write_files(doc, markdown, out_dir):
 
 def main():
     args = parse_args()
+    if args.render:
+        return rerender_report(args.render, report.render, not args.no_write, "run_all")
     bin_dir = os.path.join(os.path.abspath(args.build), "bench")
     launcher = os.path.join(bin_dir, "bench_launch")
     if not os.path.isfile(launcher):

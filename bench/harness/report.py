@@ -1,6 +1,6 @@
 """Renders a results document (the same dict that is saved as JSON) as
 Markdown, so a report can always be regenerated from its JSON."""
-from .stats import fmt, geomean, mib, ratio
+from .stats import fmt, geomean, median, mib, ratio
 from .summary import MASS_FREE_LIMIT
 
 MICRO_SIZES_LABEL = {1 << 10: "1K", 4 << 10: "4K", 16 << 10: "16K", 64 << 10: "64K", 256 << 10: "256K", 1 << 20: "1M"}
@@ -49,6 +49,29 @@ def _header(doc):
     return lines + [""]
 
 
+# A cell's key and the per-run field it is the median of.
+_RUN_FIELD = {"time_s": "wall_s", "peak_rss_bytes": "maxrss_kib"}
+
+
+def paired_ratio(doc, workload, a, b, key):
+    """a's `key` over b's, taken within each round both ran (every round runs
+    every allocator), then the median over rounds. A report saved without its
+    runs falls back to the ratio of the medians."""
+    runs = doc.get("runs")
+    cells = doc["workloads"][workload]["cells"]
+    if not runs:
+        ca, cb = cells.get(a), cells.get(b)
+        ok = ca and cb and not ca["failed"] and not cb["failed"]
+        return ratio(ca[key], cb[key]) if ok else None
+    per_round = {}
+    for r in runs:
+        if r["workload"] == workload and r["ok"] and r["allocator"] in (a, b):
+            per_round.setdefault(r["round"], {})[r["allocator"]] = r[_RUN_FIELD[key]]
+    values = [ratio(v[a], v[b]) for _, v in sorted(per_round.items()) if a in v and b in v]
+    values = [v for v in values if v is not None]
+    return median(values) if values else None
+
+
 def _workload_table(doc, allocators):
     rows = []
     for name, w in doc["workloads"].items():
@@ -66,14 +89,17 @@ def _workload_table(doc, allocators):
             rows.append([
                 name, a,
                 fmt(c["time_s"]), fmt(None if spread is None else spread * 100, 0, "%"),
-                fmt(ratio(c["time_s"], base.get("time_s")), suffix="×"),
-                fmt(mib(c["peak_rss_bytes"]), 1), fmt(ratio(c["peak_rss_bytes"], base.get("peak_rss_bytes")), suffix="×"),
+                fmt(paired_ratio(doc, name, a, "glibc", "time_s") if base else None, suffix="×"),
+                fmt(mib(c["peak_rss_bytes"]), 1),
+                fmt(paired_ratio(doc, name, a, "glibc", "peak_rss_bytes") if base else None, suffix="×"),
                 fmt(mib(c["peak_live_bytes"]), 1), fmt(c["fragmentation"]),
                 f"{c['minflt'] / 1000:.0f}k",
             ])
     headers = ["workload", "allocator", "time (s)", "±", "× glibc", "peak RSS (MiB)", "× glibc",
                "peak live (MiB)", "frag (RSS/live)", "minor faults"]
-    return ["## Workloads (median of rounds)", ""] + _table(headers, rows, ["---", "---"] + ["---:"] * 8) + [""]
+    return ["## Workloads (median of rounds)", "",
+            "Times and sizes are medians of the rounds; every ratio (× glibc here, and in the tables below) is "
+            "taken within a round, then the median over rounds.", ""] + _table(headers, rows, ["---", "---"] + ["---:"] * 8) + [""]
 
 
 def _ratio_matrix(doc, allocators, key, title):
@@ -83,14 +109,13 @@ def _ratio_matrix(doc, allocators, key, title):
     headers = ["workload"] + others + (["memd / mimalloc"] if with_vs else [])
     rows, columns = [], {h: [] for h in headers[1:]}
     for name, w in doc["workloads"].items():
-        value = lambda a: None if w["cells"].get(a, {"failed": True})["failed"] else w["cells"][a][key]
         row = [name]
         for a in others:
-            r = ratio(value(a), value("glibc"))
+            r = paired_ratio(doc, name, a, "glibc", key)
             columns[a].append(r)
             row.append(fmt(r, suffix="×"))
         if with_vs:
-            r = ratio(value("memd"), value("mimalloc"))
+            r = paired_ratio(doc, name, "memd", "mimalloc", key)
             columns["memd / mimalloc"].append(r)
             row.append(fmt(r, suffix="×"))
         rows.append(row)
