@@ -547,8 +547,10 @@ def started(daemon, what):
         daemon.start()
     except RuntimeError as e:
         raise Failure(f"{what} did not start: {e}")
-    with daemon:
+    try:
         yield daemon
+    finally:
+        daemon.close()
 
 
 def check_python_example(args, scratch, prefix, sock):

@@ -42,7 +42,12 @@ class MemdDaemon:
 
     def start(self, seconds=30):
         """Starts memd and waits until its socket answers; RuntimeError with
-        the log's end if it exits or does not answer in time."""
+        the log's end if it exits or does not answer in time, or if something
+        answers on the socket already (it would be taken for this memd)."""
+        if self.running():
+            raise RuntimeError(f"memd is running already (pid {self.process.pid})")
+        if socket_answers(self.socket):
+            raise RuntimeError(f"something serves {self.socket} already")
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + seconds
