@@ -1,5 +1,8 @@
 #include "heap/block.h"
 
+#include "heap/crash_point.h"
+#include "heap/remote_free.h"
+
 namespace memd::heap {
 
 namespace {
@@ -29,12 +32,14 @@ uint32_t collect_walking(BlockDesc& b, char* base, uint32_t head) {
     b.used -= n;
     return n;
   }
-  // Rare: rebuild, dropping the never-allocated objects.
+  // Rare: rebuild, dropping the never-allocated objects. Each move rewrites
+  // the object's link, so the taken word follows along (remote_free.h).
   n = 0;
   while (head != 0) {
     char* p = base + head - 1;
     uint32_t next = link_of(p);
     if (head - 1 < b.bump) {
+      remote_taken_at(b, head, next);
       link_of(p) = b.free_head;
       b.free_head = head;
       ++n;
@@ -45,11 +50,8 @@ uint32_t collect_walking(BlockDesc& b, char* base, uint32_t head) {
   return n;
 }
 
-}  // namespace
-
-uint32_t block_collect_remote(BlockDesc& b, char* base) {
-  uint64_t w = b.remote.exchange(0, std::memory_order_seq_cst);
-  if (w == 0) return 0;
+// Moves the list `w`, taken from B (remote_take), onto B's free list.
+uint32_t move_taken(BlockDesc& b, char* base, uint64_t w) {
   RemoteList l = RemoteList::unpack(w);
   // Every object below `end` was handed out, and every push is of an object
   // start below `end` (free checks both): the list holds no object that was
@@ -75,6 +77,18 @@ uint32_t block_collect_remote(BlockDesc& b, char* base) {
   return collect_walking(b, base, l.head);
 }
 
+}  // namespace
+
+uint32_t block_collect_remote(BlockDesc& b, char* base) {
+  uint64_t w = remote_take(b);
+  if (w == 0) return 0;
+  crash_point("block.remote_taken");  // the list is off B.remote, not yet on the free list
+  uint32_t n = move_taken(b, base, w);
+  // `used` is the owner's; the free list is whole again: nothing taken is held.
+  remote_taken_done(b);
+  return n;
+}
+
 bool block_object_is_free(const BlockDesc& b, const char* base, uint32_t in_block) {
   if (in_block >= b.bump) return true;
   uint32_t limit = b.end / 16 + 1;
@@ -98,6 +112,7 @@ void block_init(BlockDesc& b, uint16_t cls, uint32_t end, bool zeroed) {
   b.prev = b.next = kNoPage;
   b.remote.store(0, std::memory_order_relaxed);
   b.pending_next.store(0, std::memory_order_relaxed);
+  b.taken = 0;
   // `end` last: after a crash, a block whose end is 0 never held an object.
   std::atomic_signal_fence(std::memory_order_release);
   b.end = end;

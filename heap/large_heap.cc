@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cerrno>
 
+#include "heap/crash_point.h"
+#include "heap/remote_free.h"
+
 namespace memd::heap {
 namespace {
 
@@ -148,6 +151,7 @@ void LargeHeap::lay_out_block(PageIndex block) {
   c->prev_size = 0;
   set_check(c);
   store_state(c, kChunkFree);
+  __atomic_store_n(&region_.block(block).taken, 0, __ATOMIC_RELAXED);
   // `end` last: a large block whose end is 0 was never laid out (a client's
   // spare, or one caught by a crash before this point).
   __atomic_store_n(&region_.block(block).end, block_bytes_, __ATOMIC_RELEASE);
@@ -239,15 +243,20 @@ bool LargeHeap::collect_remote(PageIndex block) {
   BlockDesc& b = region_.block(block);
   // Every chunk is released (merged with its neighbours) one by one, so the
   // list is walked whatever its count says.
-  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_seq_cst));
+  uint32_t head = RemoteList::head_of(remote_take(b));
+  if (head == 0) return false;
   char* base = region_.page_address(block);
   bool empty = false;
   uint32_t limit = block_bytes_ / min_chunk_ + 1;
   while (head != 0 && limit--) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);
-    head = *reinterpret_cast<uint32_t*>(c + 1);
+    uint32_t next = *reinterpret_cast<uint32_t*>(c + 1);
+    remote_taken_at(b, head, next);  // release_chunk may write bin links over `next`
+    crash_point("large.remote_taken");  // chunks before c released, c and the rest not
     empty = release_chunk(c, base)->size == block_bytes_;
+    head = next;
   }
+  remote_taken_done(b);
   return empty;
 }
 
@@ -297,12 +306,15 @@ bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
   BlockDesc& b = r.block(block);
   char* base = r.page_address(block);
   uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
-  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_seq_cst));
+  uint32_t head = RemoteList::head_of(remote_take(b));
   for (uint32_t limit = bytes / kPageSize * 8; head != 0 && limit--;) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);
-    head = *reinterpret_cast<uint32_t*>(c + 1);
+    uint32_t next = *reinterpret_cast<uint32_t*>(c + 1);
+    remote_taken_at(b, head, next);
     store_state(c, kChunkFree);
+    head = next;
   }
+  remote_taken_done(b);
   merge_free_runs(base, bytes);
   auto* first = reinterpret_cast<ChunkHeader*>(base);
   return first->size == bytes && load_state(first) == kChunkFree;

@@ -27,9 +27,12 @@ namespace memd::heap {
 
 inline constexpr uint64_t kRegionMagic = 0x6d656d642d726567ull;  // "memd-reg"
 // 3: BlockDesc's remote list is one 64-bit word holding head, tail and count
-// (RemoteList below); version 2 kept only a 32-bit head at byte 48. An owner
-// opening a version-2 region upgrades it in place (region_upgrade.h).
-inline constexpr uint32_t kFormatVersion = 3;
+// (RemoteList below); version 2 kept only a 32-bit head at byte 48.
+// 4: an in-use block's bytes 32..39 (a free run's LRU links) are its taken
+// word, so that remote frees its owner took are not lost to a crash. An
+// owner opening a version-2 or -3 region upgrades it in place
+// (region_upgrade.h).
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kOldestUpgradableVersion = 2;
 
 enum class PageKind : uint8_t {
@@ -152,8 +155,19 @@ struct alignas(64) BlockDesc {
   PageIndex next;
   // --- written by the page-heap owner ---
   PageCount pages;     // length of the block or free run
-  PageIndex lru_prev;  // free runs: links in the dirty (not yet discarded) list
-  PageIndex lru_next;
+  union {
+    // Free runs: links in the dirty (not yet discarded) list.
+    struct {
+      PageIndex prev;
+      PageIndex next;
+    } lru;
+    // In-use blocks, written by the block's owner: remote frees it took off
+    // `remote` and has not yet put on its free list (or freed, in a large
+    // block), as a packed RemoteList whose tail field names the entry after
+    // the head; 0: none. A process killed between the two steps leaves them
+    // named here, and recovery finishes the move (remote_free.h, "Taking").
+    uint64_t taken;
+  };
   uint32_t freed_ms;   // free runs: when it became free (monotonic ms, wraps)
   uint8_t run_state;   // free runs: a RunState
   uint8_t pad[3];
@@ -171,6 +185,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(offsetof(BlockDesc, pending_next) == 48);
 static_assert(offsetof(BlockDesc, owner_word) == 52);
 static_assert(offsetof(BlockDesc, remote) == 56);
+// Version 4 keeps an in-use block's taken word where a free run keeps its
+// LRU links (region_upgrade.h).
+static_assert(offsetof(BlockDesc, taken) == 32 && offsetof(BlockDesc, lru) == 32);
 
 // A thread heap's mailbox: blocks that received remote frees while the owner
 // was not looking are pushed here (see remote_free.h).

@@ -80,14 +80,14 @@ void bin_remove(const Region& r, PageIndex run) {
   if (bins.head[bin] == kNoPage) set_bin_bit(bins, bin, false);
 }
 
-// --- the LRU of dirty runs (BlockDesc::lru_prev/lru_next) ---
+// --- the LRU of dirty runs (BlockDesc::lru.prev/lru.next) ---
 
 void lru_push_newest(const Region& r, PageIndex run) {
   PageHeapState& s = r.header->page_heap;
   BlockDesc& b = r.block(run);
-  b.lru_next = kNoPage;
-  b.lru_prev = link(r, s.lru_newest);
-  if (b.lru_prev != kNoPage) r.block(b.lru_prev).lru_next = run;
+  b.lru.next = kNoPage;
+  b.lru.prev = link(r, s.lru_newest);
+  if (b.lru.prev != kNoPage) r.block(b.lru.prev).lru.next = run;
   else s.lru_oldest = run;
   s.lru_newest = run;
 }
@@ -95,12 +95,12 @@ void lru_push_newest(const Region& r, PageIndex run) {
 void lru_remove(const Region& r, PageIndex run) {
   PageHeapState& s = r.header->page_heap;
   BlockDesc& b = r.block(run);
-  PageIndex prev = link(r, b.lru_prev), next = link(r, b.lru_next);
+  PageIndex prev = link(r, b.lru.prev), next = link(r, b.lru.next);
   // The list's ends move off `run` whatever its links say: a link a client
   // overwrote must not leave an end on a run that has left the list.
-  if (prev != kNoPage && s.lru_oldest != run) r.block(prev).lru_next = next;
+  if (prev != kNoPage && s.lru_oldest != run) r.block(prev).lru.next = next;
   else s.lru_oldest = next;
-  if (next != kNoPage && s.lru_newest != run) r.block(next).lru_prev = prev;
+  if (next != kNoPage && s.lru_newest != run) r.block(next).lru.prev = prev;
   else s.lru_newest = prev;
 }
 
@@ -298,8 +298,10 @@ void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, u
   b.kind = kind;
   b.cls = cls;
   b.pages = n;
-  // Nothing allocated from it yet, whatever the descriptor held before.
+  // Nothing allocated from it yet, whatever the descriptor held before
+  // (taken shares its bytes with the LRU links the run had).
   b.end = 0;
+  b.taken = 0;
   b.bump = 0;
   b.used = 0;
   b.free_head = 0;

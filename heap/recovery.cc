@@ -61,6 +61,54 @@ uint32_t keep_good_prefix(char* base, uint32_t* head, uint32_t size, uint32_t bu
   return kept;
 }
 
+// Appends the objects of the list from `head` to B's free list one by one,
+// as remote frees its owner took (remote_free.h, "Taking"): each is named in
+// B.taken before it moves, so that a crash during recovery loses none. Stops
+// at the end, at an object seen already (from there on the list was
+// appended from another: the walks below overlap where a crash left one
+// list's suffix on another), or at one that is not a handed-out object
+// start -- or, with `need_tag`, that does not carry its free tag (a remote
+// free swaps it in before its push) -- counting a leak then. Returns the
+// objects appended.
+uint32_t append_taken_objects(const Region& r, BlockDesc& b, char* base, uint32_t size, uint32_t head,
+                              uint64_t* seen, bool need_tag, uint64_t* leaked) {
+  uint32_t n = 0;
+  for (; head != 0; ++n) {
+    uint32_t off = head - 1;
+    uint32_t idx = off / size;
+    if (off < b.bump && off % size == 0 && (seen[idx / 64] >> (idx % 64) & 1)) break;
+    char* p = base + off;
+    uint64_t tag = free_tag(r.header->secret, r.offset_of(p));
+    if (off >= b.bump || off % size != 0 || (need_tag && tag_of(p) != tag)) {
+      ++*leaked;
+      break;
+    }
+    seen[idx / 64] |= uint64_t{1} << (idx % 64);
+    uint32_t next = link_of(p);
+    remote_taken_at(b, head, next);
+    link_of(p) = b.free_head;
+    tag_of(p) = tag;
+    b.free_head = head;
+    head = next;
+  }
+  return n;
+}
+
+// Frees the chunks of the list from `head` that are still marked remote,
+// one by one as in append_taken_objects, stopping at the first that is not
+// (freed already, or not a chunk of the block). Merging is the sweep's.
+void free_taken_chunks(BlockDesc& b, char* base, uint32_t bytes, uint32_t head) {
+  for (uint32_t n = 0; head != 0 && n < bytes / 16; ++n) {
+    if (head - 1 >= bytes - sizeof(ChunkHeader) || (head - 1) % kChunkAlign != 0) break;
+    auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);  // entries are chunk offsets + 1
+    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != kChunkRemote) break;
+    uint32_t next = *reinterpret_cast<uint32_t*>(c + 1);
+    remote_taken_at(b, head, next);
+    __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
+    head = next;
+  }
+}
+
 // What no ownerless block keeps: list links, flags, a pending-stack link.
 // Returns whether the block was ever laid out by a thread heap (`end` is
 // written last when it is); one that was not loses its remote list too.
@@ -71,6 +119,7 @@ bool reset_ownerless(BlockDesc& b, PageKind kind) {
   b.pending_next.store(0, std::memory_order_relaxed);
   if (b.end != 0) return true;
   b.remote.store(0, std::memory_order_relaxed);
+  b.taken = 0;
   return false;
 }
 
@@ -94,19 +143,17 @@ bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex bl
   }
   uint64_t seen[(kPageSize * 16 / kMinObject) / 64] = {};
   uint32_t free_count = keep_good_prefix(base, &b.free_head, info.size, b.bump, seen, leaked);
-  // The remote list, taken whole, is appended object by object (checked
-  // like the local one: its count and tail are not trusted here).
-  uint32_t remote = RemoteList::head_of(b.remote.exchange(0, std::memory_order_acq_rel));
-  uint32_t kept_remote = keep_good_prefix(base, &remote, info.size, b.bump, seen, leaked);
-  for (uint32_t h = remote, n = 0; h != 0 && n < kept_remote; ++n) {
-    char* p = base + h - 1;
-    uint32_t next = link_of(p);
-    link_of(p) = b.free_head;
-    tag_of(p) = free_tag(r.header->secret, r.offset_of(p));
-    b.free_head = h;
-    h = next;
-  }
-  free_count += kept_remote;
+  // Remote frees a dead owner took and had not yet moved: from the taken
+  // word's head, then from its tail field, where a one-by-one move goes on
+  // once the head has moved (remote_free.h).
+  RemoteList taken = RemoteList::unpack(b.taken);
+  free_count += append_taken_objects(r, b, base, info.size, taken.head, seen, true, leaked);
+  free_count += append_taken_objects(r, b, base, info.size, taken.tail, seen, true, leaked);
+  // The remote list, taken as an owner takes it, appended object by object
+  // (checked like the local one: its count and tail are not trusted here).
+  uint32_t remote = RemoteList::head_of(remote_take(b));
+  free_count += append_taken_objects(r, b, base, info.size, remote, seen, false, leaked);
+  remote_taken_done(b);
   b.used = b.bump / info.size - free_count;
   return b.used == 0;
 }
@@ -117,17 +164,16 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   const uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
   const uint64_t secret = r.header->secret;
   if (!reset_ownerless(b, PageKind::kLarge)) return true;  // never laid out: nothing was allocated in it
-  // Chunks on the remote list are free. A chunk marked remote but not on
-  // the list is a free by a live process caught between its claim and its
-  // push: it arrives on the list later, and stays unfree until then.
-  uint32_t head = RemoteList::head_of(b.remote.exchange(0, std::memory_order_acq_rel));
-  for (uint32_t n = 0; head != 0 && n < bytes / 16; ++n) {
-    if (head - 1 >= bytes - sizeof(ChunkHeader)) break;
-    auto* c = reinterpret_cast<ChunkHeader*>(base + head - 1);  // entries are chunk offsets + 1
-    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != kChunkRemote) break;
-    head = *reinterpret_cast<uint32_t*>(c + 1);
-    __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
-  }
+  // Chunks a dead owner took off the remote list and had not yet released
+  // (from the taken word's head, then its tail field: remote_free.h), and
+  // those on the list, are free. A chunk marked remote but on neither is a
+  // free by a live process caught between its claim and its push: it
+  // arrives on the list later, and stays unfree until then.
+  RemoteList taken = RemoteList::unpack(b.taken);
+  free_taken_chunks(b, base, bytes, taken.head);
+  free_taken_chunks(b, base, bytes, taken.tail);
+  free_taken_chunks(b, base, bytes, RemoteList::head_of(remote_take(b)));
+  remote_taken_done(b);
   uint32_t off = 0, prev_size = 0;
   bool any_live = false;
   ChunkHeader* last_free = nullptr;

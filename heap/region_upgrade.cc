@@ -68,13 +68,28 @@ void upgrade_v2_descriptors(const Region& r, uint64_t* leaked) {
   }
 }
 
+// Version 3 kept nothing in an in-use block's bytes 32..39 (the LRU links
+// it had as a free run, stale), where version 4 keeps its taken word:
+// cleared, so that recovery never walks a stale link as a list.
+void upgrade_v3_descriptors(const Region& r) {
+  const uint32_t committed = r.committed_pages();
+  for (uint32_t i = 0; i < committed; ++i) {
+    BlockDesc& b = r.blocks[i];
+    PageDesc d = r.page(PageIndex{i});
+    bool in_use = d.block == i && (d.kind == PageKind::kSegregated || d.kind == PageKind::kLarge ||
+                                   d.kind == PageKind::kHuge);
+    if (in_use && b.taken != 0) b.taken = 0;
+  }
+}
+
 }  // namespace
 
 bool region_upgrade(const Region& r, MemorySource& source, uint64_t* leaked) {
   RegionHeader& h = *r.header;
   if (h.version < kOldestUpgradableVersion || h.version > kFormatVersion) return false;
   if (h.version == kFormatVersion) return true;
-  upgrade_v2_descriptors(r, leaked);
+  if (h.version < 3) upgrade_v2_descriptors(r, leaked);
+  upgrade_v3_descriptors(r);
   // The descriptors are durable before the header says they are new.
   uint32_t committed = r.committed_pages();
   size_t first = static_cast<size_t>(h.block_desc_offset) & ~(kPageSize - 1);

@@ -6,6 +6,10 @@
 //           a 32-bit head at byte 48. Every block's list is walked once,
 //           counted and re-encoded; pending-stack links are dropped (every
 //           owner slot is closed at open anyway).
+//   3 -> 4: an in-use block's bytes 32..39, where a free run keeps its LRU
+//           links, became its taken word (remote frees its owner took and
+//           had not yet moved: remote_free.h). They held stale links, and
+//           are cleared.
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,9 @@
 //     CAS set the notified bit, then push B on the owner's pending stack; if
 //     the owner's slot has closed or changed generation, take the bit back.
 //   owner, on its slow paths: take the whole pending stack, clear each block's
-//     notified bit, then collect its remote list (one exchange).
+//     notified bit, then collect its remote list (one compare-and-swap that
+//     empties it, the list named in B.taken until its objects are moved:
+//     "Taking" below).
 //
 // Invariant: B's notified bit is set iff B sits in exactly one pending stack
 // or one thread is about to push it there. So B.pending_next is never shared.
@@ -51,6 +53,44 @@ inline bool remote_push(BlockDesc& b, char* p, uint32_t in_block) {
   } while (!b.remote.compare_exchange_weak(w, next, std::memory_order_seq_cst, std::memory_order_relaxed));
   return (w & RemoteList::kLinkMask) == 0;
 }
+
+// Taking. A remote list is taken in two steps: the compare-and-swap that
+// empties B.remote, and the moves of its entries onto B's free list (a large
+// block's: the release of each chunk). A process killed between them would
+// lose every entry it took, so the taker names what it holds in B.taken
+// (layout.h) all along:
+//
+//   remote_take(B)        B.taken = the list word, then the CAS that empties
+//                         B.remote (retried, naming the new word, if a push
+//                         came in between)
+//   moving one by one:    remote_taken_at(B, e, next) before e moves, so that
+//                         once e has moved recovery goes on from `next`
+//   remote_taken_done(B)  B.taken = 0, once every entry is where it belongs
+//
+// Recovery (recovery.cc) walks B.taken from its head, then from its tail
+// field (where a one-by-one move went on once the head had moved), taking
+// the entries that are still remote frees (a segregated object on no list,
+// with its free tag; a chunk marked kChunkRemote). Only compiler order matters (a killed process's stores all reach memory),
+// hence signal fences: the taken word is written before the entries move and
+// cleared after, never between two moves the compiler exchanged.
+inline void remote_taken_set(BlockDesc& b, uint64_t word) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  __atomic_store_n(&b.taken, word, __ATOMIC_RELAXED);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+inline uint64_t remote_take(BlockDesc& b) {
+  uint64_t w = b.remote.load(std::memory_order_acquire);
+  while (w != 0) {
+    remote_taken_set(b, w);
+    if (b.remote.compare_exchange_weak(w, 0, std::memory_order_seq_cst, std::memory_order_acquire)) return w;
+  }
+  return 0;
+}
+// `entry` (in-block offset + 1) is about to move; `next` is the entry after it.
+inline void remote_taken_at(BlockDesc& b, uint32_t entry, uint32_t next) {
+  remote_taken_set(b, RemoteList{entry, next, 1}.pack());
+}
+inline void remote_taken_done(BlockDesc& b) { remote_taken_set(b, 0); }
 
 // Tells B's owner that B has remote frees waiting.
 void notify_owner(const Region& r, PageIndex block);

@@ -243,8 +243,8 @@ TEST_F(PageHeapTest, WhateverAClientWritesOverTheBooksStaysInsideTheTables) {
           case 0: b.pages.value = garbage(); break;
           case 1: b.prev.value = garbage(); break;
           case 2: b.next.value = garbage(); break;
-          case 3: b.lru_prev.value = garbage(); break;
-          case 4: b.lru_next.value = garbage(); break;
+          case 3: b.lru.prev.value = garbage(); break;
+          case 4: b.lru.next.value = garbage(); break;
           case 5: b.run_state = static_cast<uint8_t>(rng()); break;
           default: {
             PageDesc d = region_.page(p);
@@ -314,7 +314,7 @@ TEST_F(PageHeapTest, APurgedRunWhoseLinksWereOverwrittenIsNotPurgedAgain) {
   page_heap_free(region_, a, PageCount{4}, 1);
   page_heap_free(region_, b, PageCount{4}, 2);
   ASSERT_EQ(state().lru_oldest, a);
-  region_.block(a).lru_prev = keep;  // a client's write
+  region_.block(a).lru.prev = keep;  // a client's write
   int rounds = 0;
   for (; rounds < 100; ++rounds) {
     PurgeBatch batch;
