@@ -158,6 +158,11 @@ absl::Status DaemonConnection::open_session() {
   stream_ = std::move(stream);
   stream_ctx_ = std::move(ctx);
   session_ = w.session();
+  // A reconnection that raced the destructor: it cancelled the stream it
+  // found, before this one was installed; this one ends at once instead of
+  // keeping the session thread reading it, and the destructor joining that
+  // thread, forever.
+  if (closing_) stream_ctx_->TryCancel();
   ++epoch_;
   connected_ = true;
   sessions_opened.fetch_add(1);

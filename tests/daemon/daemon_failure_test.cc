@@ -123,6 +123,39 @@ TEST(DaemonFailure, DaemonKilledAndRestartedUnderLoad) {
 // bad free, every region checks clean, and once the clients are gone no
 // block is still leased and no client counted. The seed is printed;
 // MEMD_TORTURE_SEED replays a run.
+// A client closed while its session thread reconnects to a restarted
+// daemon: the destructor cancels the stream it finds, and a stream the
+// reconnection installs after that must end too, or the session thread
+// reads it forever and the destructor, joining that thread, never returns.
+// Clients are closed one by one at random instants of their reconnection.
+TEST(DaemonFailure, AClientClosedWhileItReconnectsCloses) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.running()) << d.log();
+  std::mt19937 rng(7);
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 12; ++i) {
+      clients.push_back(connect_to(d));
+      ASSERT_NE(clients.back(), nullptr);
+    }
+    ASSERT_EQ(d.stop(), 0);
+    d.start();
+    ASSERT_TRUE(d.running()) << d.log();
+    for (auto& c : clients) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      // Closed on a thread of its own, so that a hang fails the test
+      // rather than stopping it (a bound far above any close).
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      std::thread([c = std::move(c), done]() mutable {
+        c.reset();
+        done->store(true);
+      }).detach();
+      ASSERT_TRUE(eventually([&] { return done->load(); }, std::chrono::seconds(30)))
+          << "round " << round << ": a client's close never returned";
+    }
+  }
+}
+
 TEST(DaemonFailure, RestartTorture) {
   uint64_t seed = std::random_device{}();
   if (const char* s = std::getenv("MEMD_TORTURE_SEED")) seed = std::strtoull(s, nullptr, 10);
