@@ -1,5 +1,7 @@
 #include "heap/pool_method.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -58,6 +60,23 @@ PoolChunk* chunk_at(const Region& r, uint64_t off, size_t stride) {
   return c;
 }
 
+// A store to a thread's record in the region. Only compiler order matters
+// (a killed process's stores all reach memory): the fences keep each store
+// where the record's rules (pool_method.h) put it among the others.
+template <class T>
+void record_set(T* field, T value) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  __atomic_store_n(field, value, __ATOMIC_RELAXED);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+// The bits of word `w` of `c` that stand for objects (the rest, past
+// `count`, stay set from the chunk's making).
+uint64_t object_bits(const PoolChunk* c, uint32_t w) {
+  uint64_t lo = uint64_t{w} * 64;
+  return c->count - lo >= 64 ? kFull : (uint64_t{1} << (c->count - lo)) - 1;
+}
+
 // Where a thread starts looking in a chunk's bitmap: spread over the words
 // so that threads do not all fight over the first.
 uint32_t start_word(uint32_t words) {
@@ -69,7 +88,7 @@ uint32_t start_word(uint32_t words) {
 // out; the others go to `cache` (or back at once when there is none). A
 // thread goes on from the word after its last claim: behind it the words
 // are likely full.
-void* claim_from(PoolState& s, PoolChunk* c, PoolCache* cache, uint64_t size) {
+void* claim_from(const Region& r, PoolState& s, PoolChunk* c, PoolCache* cache, uint64_t size) {
   uint32_t words = words_of(c);
   uint32_t first = start_word(words);
   if (cache != nullptr && cache->cursor_chunk == reinterpret_cast<char*>(c) && cache->cursor_word < words) {
@@ -108,6 +127,15 @@ void* claim_from(PoolState& s, PoolChunk* c, PoolCache* cache, uint64_t size) {
       cache->mask = claimed & ~bit;
       cache->cursor_chunk = reinterpret_cast<char*>(c);
       cache->cursor_word = w + 1;
+      // The claim is in flight until its record says it (the record's
+      // mask is empty here: a claim follows an empty cache).
+      if (PoolCacheRecord* rec = cache->record) {
+        record_set(&rec->mask, uint64_t{0});
+        record_set(&rec->chunk, static_cast<uint64_t>(reinterpret_cast<char*>(c) - r.data) + 1);
+        record_set(&rec->word, w);
+        record_set(&rec->clears, cache->clears);
+        record_set(&rec->mask, cache->mask);
+      }
     }
     return word_first + static_cast<size_t>(__builtin_ctzll(bit)) * c->stride;
   }
@@ -184,10 +212,16 @@ bool cache_current(const PoolCache* cache, const PoolState& s) {
 
 void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* cache, size_t size) {
   if (cache != nullptr && cache->size == size && cache_current(cache, s)) {
-    if (cache->freed_count != 0) return cache->freed[--cache->freed_count];
+    // Out of the record before it is handed out.
+    if (cache->freed_count != 0) {
+      void* p = cache->freed[--cache->freed_count];
+      if (cache->record != nullptr) record_set(&cache->record->freed_count, cache->freed_count);
+      return p;
+    }
     if (cache->mask != 0) {
       uint64_t bit = cache->mask & (~cache->mask + 1);
       cache->mask ^= bit;
+      if (cache->record != nullptr) record_set(&cache->record->mask, cache->mask);
       return cache->first + static_cast<size_t>(__builtin_ctzll(bit)) * cache->stride;
     }
   }
@@ -196,7 +230,7 @@ void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* 
   size_t stride = stride_for(size);
   if (uint64_t h = s.hint.load(std::memory_order_acquire); h != 0) {
     if (PoolChunk* c = chunk_at(r, h - 1, stride)) {
-      if (void* p = claim_from(s, c, cache, size)) return p;
+      if (void* p = claim_from(r, s, c, cache, size)) return p;
     }
   }
   // The hint is full. Look through the chunks (newest first) only while one
@@ -209,7 +243,7 @@ void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* 
     for (uint64_t link = s.chunks.load(std::memory_order_acquire); link != 0 && seen < r.data_pages; ++seen) {
       PoolChunk* c = chunk_at(r, link - 1, stride);
       if (c == nullptr) break;  // a list another process broke: stop, make a new chunk
-      if (void* p = claim_from(s, c, cache, size)) {
+      if (void* p = claim_from(r, s, c, cache, size)) {
         s.hint.store(link, std::memory_order_release);
         s.room.store(1, std::memory_order_release);
         return p;
@@ -222,7 +256,7 @@ void* pool_alloc(const Region& r, PoolState& s, ChunkSource& source, PoolCache* 
     errno = ENOMEM;
     return nullptr;
   }
-  void* p = claim_from(s, c, cache, size);
+  void* p = claim_from(r, s, c, cache, size);
   link_chunk(r, s, c);
   s.hint.store(r.offset_of(c) + 1, std::memory_order_release);
   return p;
@@ -278,6 +312,10 @@ MethodFree pool_free(const Region& r, PoolState& s, PoolCache* cache, void* p) {
       if (cache->freed[k] == p) return MethodFree::kDoubleFree;
     }
     if (cache->freed_count < kPoolCacheFreed) {
+      if (PoolCacheRecord* rec = cache->record) {
+        record_set(&rec->freed[cache->freed_count], static_cast<uint64_t>(static_cast<char*>(p) - r.data));
+        record_set(&rec->freed_count, cache->freed_count + 1);
+      }
       cache->freed[cache->freed_count++] = p;
       return MethodFree::kOk;
     }
@@ -309,6 +347,12 @@ size_t pool_size(const Region& r, const PoolState& s, const PoolCache* cache, co
 void pool_cache_flush(const Region& r, PoolCache* cache) {
   if (cache == nullptr || cache->state == nullptr) return;
   const PoolState& s = *cache->state;
+  // The record goes empty first: a crash from here on leaks what the cache
+  // held rather than have it given back twice.
+  if (PoolCacheRecord* rec = cache->record) {
+    record_set(&rec->freed_count, uint32_t{0});
+    record_set(&rec->mask, uint64_t{0});
+  }
   // A cache from before a clear names chunks that may be gone: drop it.
   if (cache_current(cache, s)) {
     if (cache->mask != 0) {
@@ -325,9 +369,47 @@ void pool_cache_flush(const Region& r, PoolCache* cache) {
   }
   char* cursor_chunk = cache->cursor_chunk;
   uint32_t cursor_word = cache->cursor_word;
+  PoolCacheRecord* record = cache->record;
   *cache = PoolCache{};
   cache->cursor_chunk = cursor_chunk;
   cache->cursor_word = cursor_word;
+  cache->record = record;
+}
+
+void pool_return_record(const Region& r, PoolState& s, PoolCacheRecord* rec) {
+  // Read once, then emptied before anything is given back (as a flush).
+  uint64_t clears = rec->clears, chunk = rec->chunk, mask = rec->mask;
+  uint32_t word = rec->word;
+  uint32_t n = std::min<uint32_t>(rec->freed_count, kPoolCacheFreed);
+  if (mask == 0 && n == 0) return;  // held nothing: not even a write
+  uint64_t freed[kPoolCacheFreed];
+  std::memcpy(freed, rec->freed, sizeof freed);
+  record_set(&rec->freed_count, uint32_t{0});
+  record_set(&rec->mask, uint64_t{0});
+  record_set(&rec->chunk, uint64_t{0});
+  uint64_t size = s.size.load(std::memory_order_acquire);
+  // A clear since made the record stale: its chunks may be gone.
+  if (size == 0 || clears != s.clears.load(std::memory_order_acquire)) return;
+  size_t stride = stride_for(size);
+  bool returned = false;
+  if (mask != 0 && chunk != 0) {
+    if (PoolChunk* c = chunk_at(r, chunk - 1, stride); c != nullptr && word < words_of(c)) {
+      c->bits[word].fetch_and(~(mask & object_bits(c, word)), std::memory_order_release);
+      returned = true;
+    }
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = 0;
+    if (freed[k] >= r.data_bytes) continue;
+    if (PoolChunk* c = locate(r, s, r.data + freed[k], &i)) {
+      c->bits[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
+      returned = true;
+    }
+  }
+  if (returned) {
+    // Room where no hint may say: let allocators look.
+    s.room.store(1, std::memory_order_release);
+  }
 }
 
 void pool_clear(const Region& r, PoolState& s, ChunkSource& source) {

@@ -34,13 +34,34 @@ struct alignas(64) PoolState {
   std::atomic<uint64_t> clears;  // clears since creation
 };
 
-// One thread's cache of pool objects, process-local (it lives in the thread
-// heap): objects it freed lately and the rest of a bitmap word it claimed
-// whole. Both stay taken in the bitmap, so a pair of this thread's alloc and
-// free touches no shared word at all (as glibc's tcache). pool_cache_flush
-// gives them back when the thread leaves; a clear of the pool makes every
-// cache stale (`clears`).
 inline constexpr uint32_t kPoolCacheFreed = 16;
+
+// What one thread's pool cache holds, kept in the region (one record per
+// owner slot, in the reserved root "memd:pool-caches"), so that when a
+// process dies the objects its threads held go back to the pool as their
+// slots are reclaimed (pool_return_record), not only at the next clear.
+// Written by the thread that holds the slot, in an order that makes a crash
+// at any point leak at most what is in flight and never give back an object
+// that is live: a record names objects only while they are the cache's (a
+// word's record is emptied before it changes, an object leaves the record
+// before it is handed out, and a flush empties the record before it clears
+// the bits).
+struct alignas(64) PoolCacheRecord {
+  uint64_t clears;       // the pool's clears when the word was claimed
+  uint64_t chunk;        // data offset + 1 of the claimed word's chunk, 0: none
+  uint64_t mask;         // objects of the word not handed out yet
+  uint32_t word;
+  uint32_t freed_count;
+  uint64_t freed[kPoolCacheFreed];  // data offsets of objects freed into the cache
+};
+static_assert(sizeof(PoolCacheRecord) == 192);
+
+// One thread's cache of pool objects (it lives in the thread heap): objects
+// it freed lately and the rest of a bitmap word it claimed whole. Both stay
+// taken in the bitmap, so a pair of this thread's alloc and free touches no
+// shared word at all (as glibc's tcache); what it holds is mirrored in its
+// record, when it has one. pool_cache_flush gives them back when the thread
+// leaves; a clear of the pool makes every cache stale (`clears`).
 struct PoolCache {
   const PoolState* state = nullptr;
   uint64_t clears = 0;
@@ -62,6 +83,10 @@ struct PoolCache {
   char* known[kKnownChunks] = {};
   uint64_t known_end[kKnownChunks] = {};  // past the last object, as an address
   uint32_t known_next = 0;
+  // This thread's record in the region (its owner slot's), or nullptr (no
+  // records: the cache's objects then leak if the process dies). Kept across
+  // flushes; the region layer sets it before the thread's first allocation.
+  PoolCacheRecord* record = nullptr;
 };
 
 struct PoolStats {
@@ -89,6 +114,11 @@ MethodFree pool_free(const Region& r, PoolState& s, PoolCache* cache, void* p);
 size_t pool_size(const Region& r, const PoolState& s, const PoolCache* cache, const void* p);
 // Gives the cache's objects back to the bitmap (a thread leaving, stats).
 void pool_cache_flush(const Region& r, PoolCache* cache);
+// Gives back the objects a dead thread's record names (unless a clear has
+// made them stale), and empties it. The record is memory any process of the
+// region may have written: only objects of the pool's chunks are touched.
+// REQUIRES: the record's slot holder is dead and the slot not yet reused.
+void pool_return_record(const Region& r, PoolState& s, PoolCacheRecord* record);
 // Frees every object and chunk; the next allocation fixes the size anew.
 // REQUIRES: no other call on the pool runs meanwhile (Vmalloc's vmclear).
 void pool_clear(const Region& r, PoolState& s, ChunkSource& chunks);

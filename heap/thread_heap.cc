@@ -757,6 +757,7 @@ void ThreadHeap::retire_block(PageIndex p, bool empty) {
 
 void ThreadHeap::abandon_all() {
   pool_cache_flush(region_, &pool_cache);
+  pool_cache.record = nullptr;  // its owner slot's: the next holder's now
   release_huge_cache();
   // Settle what was pending; the remote lists are collected below.
   for (uint32_t head = pending_close(region_, id_); head != 0;) {

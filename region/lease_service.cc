@@ -405,6 +405,7 @@ void LeaseService::client_gone(uint32_t client) {
   LeaseSlot& l = r.leases[client];
   if (l.state.load(std::memory_order_acquire) != LeaseState::kActive) return;
   l.state.store(LeaseState::kReclaiming, std::memory_order_release);
+  if (before_reclaim_) before_reclaim_(client + 1);
   uint64_t leaked = 0;
   // Blocks the client had disowned but not given back yet (in flight at its
   // death) are ownerless and on no list: nobody else can have them, so they

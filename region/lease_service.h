@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -81,6 +82,11 @@ class LeaseService {
                                    bool* zeroed);
   // Takes back everything the client held and frees its lease slot.
   void client_gone(uint32_t client);
+  // Called by client_gone for the dead client's holder tag (lease slot + 1)
+  // before its owner slots are reclaimed, while they still name it: what a
+  // method keeps per owner slot outside the blocks (a pool's caches) goes
+  // back here.
+  void set_before_reclaim(std::function<void(uint32_t holder)> f) { before_reclaim_ = std::move(f); }
 
   // After the region was opened keeping the leases of clients that outlived
   // the previous owner: the ledger is rebuilt from the blocks those clients'
@@ -100,6 +106,7 @@ class LeaseService {
   bool check(char* message, size_t message_size) const;
 
  private:
+  std::function<void(uint32_t holder)> before_reclaim_;
   absl::Status check_client(uint32_t client) const;
   bool holds_slot(uint32_t client, heap::OwnerId owner) const;
   // REQUIRES: mu_. Whether the batch may go back: each block leased to

@@ -190,6 +190,10 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   // Roots left half made by a crash: their objects are lost, the names free;
   // but not one a client that outlived the previous owner is making now.
   impl->settle_roots(std::find(live.begin(), live.end(), 1) != live.end());
+  // Pool objects the threads of dead processes held in their caches: every
+  // owner slot recovery closed (those of live clients stay theirs).
+  impl->return_pool_caches(
+      [&](uint32_t slot) { return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == 0; });
   if (!clean) {
     h.recoveries += 1;
     h.leaked_objects += report.leaked_objects;
@@ -198,6 +202,13 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   h.generation.fetch_add(1);
   h.clean_close.store(0, std::memory_order_release);
   impl->service = std::make_unique<region::LeaseService>(impl->pages.get());
+  if (impl->method == Method::kPool) {
+    impl->service->set_before_reclaim([impl](uint32_t holder) {
+      impl->return_pool_caches([&](uint32_t slot) {
+        return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == holder;
+      });
+    });
+  }
   impl->service->rebuild_ledger();
   impl->keep_header_copy();
   if (!allocates) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,9 +22,13 @@
 #include "disciplines/shared_source.h"
 #include "heap/layout.h"
 #include "heap/method_chunks.h"
+#include "heap/pool_method.h"
 #include "heap/size_class.h"
 
 namespace memd {
+
+// The type hash a root carries (Region::type_hash).
+uint64_t root_type_hash(const char* name);
 
 class RegionImpl {
  public:
@@ -34,6 +39,10 @@ class RegionImpl {
   Method method = Method::kBest;
   // Pool and last: the method's state in the region, once looked up.
   mutable std::atomic<void*> method_state{nullptr};
+  // Pool: every owner slot's cache record (heap/pool_method.h, the reserved
+  // root "memd:pool-caches"), once looked up or made; nullptr if it could
+  // not be (caches then go unrecorded).
+  mutable std::atomic<heap::PoolCacheRecord*> pool_records{nullptr};
   std::unique_ptr<disciplines::SharedSource> source;
   heap::Region region{};
   std::unique_ptr<heap::SizeClasses> classes;
@@ -103,6 +112,13 @@ class RegionImpl {
   // a client of the previous owner still runs (only such a process can hold
   // the roots lock: constructing needs a lease).
   void settle_roots(bool clients_alive);
+  // A ready root's object (and its size), found without the roots lock;
+  // nullptr if there is none of that name and type.
+  void* ready_root(std::string_view name, uint64_t type, uint64_t* size = nullptr) const;
+  // Owner: gives back the pool objects that the cache records of the owner
+  // slots `dead` names held (region_methods.cc; nothing in a region of
+  // another method). Before those slots can be reused.
+  void return_pool_caches(const std::function<bool(uint32_t slot)>& dead);
   // Gives back what this process holds: its thread heaps' blocks, its stash.
   void detach_all();
 };

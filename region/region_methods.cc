@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "heap/last_method.h"
 #include "heap/pool_method.h"
+#include "heap/remote_free.h"
 #include "heap/site_table.h"
 #include "region/diag.h"
 #include "region/region.h"
@@ -26,6 +27,20 @@ const char* state_type_name(Method m) {
   return m == Method::kPool   ? "memd::heap::PoolState"
          : m == Method::kLast ? "memd::heap::LastState"
                               : "memd::heap::SiteTable";
+}
+
+// A pool region's cache records, one per owner slot (heap/pool_method.h).
+constexpr const char* kPoolRecordsRoot = "memd:pool-caches";
+constexpr const char* kPoolRecordsType = "memd::heap::PoolCacheRecord[]";
+
+// The records as the root names them: nullptr unless it holds one per slot,
+// aligned (the entry is memory clients write).
+heap::PoolCacheRecord* pool_records_at(const RegionImpl& impl, void* p, uint64_t bytes) {
+  if (p == nullptr || reinterpret_cast<uintptr_t>(p) % alignof(heap::PoolCacheRecord) != 0 ||
+      bytes < uint64_t{impl.region.max_owners} * sizeof(heap::PoolCacheRecord)) {
+    return nullptr;
+  }
+  return static_cast<heap::PoolCacheRecord*>(p);
 }
 
 // The calling thread's pool cache; nullptr for a thread without a heap of
@@ -63,8 +78,40 @@ void* Region::method_state() const {
     s = mem;
   }
   if (s == nullptr) return nullptr;
+  if (m == Method::kPool && impl_->pool_records.load(std::memory_order_acquire) == nullptr) {
+    // The records of the threads' caches, made with the state (or, in a
+    // pool region made before them, at its first use since).
+    uint64_t type = type_hash(kPoolRecordsType);
+    uint64_t bytes = 0;
+    void* p = impl_->ready_root(kPoolRecordsRoot, type, &bytes);
+    if (p == nullptr && !impl_->read_only) {
+      auto* self = const_cast<Region*>(this);
+      bytes = uint64_t{impl_->region.max_owners} * sizeof(heap::PoolCacheRecord);
+      auto [mem, construct] = self->reserve_root(kPoolRecordsRoot, bytes, alignof(heap::PoolCacheRecord), type, true);
+      if (mem != nullptr && construct) {
+        std::memset(mem, 0, bytes);
+        self->publish_root(kPoolRecordsRoot, true);
+      }
+      p = mem;
+    }
+    impl_->pool_records.store(pool_records_at(*impl_, p, bytes), std::memory_order_release);
+  }
   impl_->method_state.store(s, std::memory_order_release);
   return s;
+}
+
+void RegionImpl::return_pool_caches(const std::function<bool(uint32_t slot)>& dead) {
+  if (method != Method::kPool) return;
+  auto* state = static_cast<heap::PoolState*>(ready_root(state_root_name(method), root_type_hash(state_type_name(method))));
+  uint64_t bytes = 0;
+  void* p = ready_root(kPoolRecordsRoot, root_type_hash(kPoolRecordsType), &bytes);
+  heap::PoolCacheRecord* records = pool_records_at(*this, p, bytes);
+  if (state == nullptr || reinterpret_cast<uintptr_t>(state) % alignof(heap::PoolState) != 0 || records == nullptr) {
+    return;
+  }
+  for (uint32_t slot = 0; slot < region.max_owners; ++slot) {
+    if (dead(slot)) heap::pool_return_record(region, *state, &records[slot]);
+  }
 }
 
 void Region::free_root_object(void* p) { (void)region::thread_heap_or_stranger(impl_->handle)->free(p); }
@@ -133,6 +180,12 @@ void* Region::method_alloc(size_t size, size_t align, bool zeroed, const void* c
     }
     heap::ThreadHeap* h = impl_->thread_heap();
     if (h == nullptr) return nullptr;
+    if (h->pool_cache.record == nullptr) {
+      // This thread's record: its owner slot's.
+      heap::PoolCacheRecord* records = impl_->pool_records.load(std::memory_order_acquire);
+      uint32_t slot = heap::slot_of(h->id());
+      if (records != nullptr && slot < impl_->region.max_owners) h->pool_cache.record = &records[slot];
+    }
     p = heap::pool_alloc(impl_->region, *static_cast<heap::PoolState*>(s), impl_->method_chunks, &h->pool_cache, size);
   } else {
     p = heap::last_alloc(impl_->region, *static_cast<heap::LastState*>(s), impl_->method_chunks, size, align);

@@ -112,18 +112,16 @@ bool valid_root_name(std::string_view name, bool reserved_ok = false) {
 
 }  // namespace
 
-uint64_t Region::type_hash(const char* name) {
+uint64_t root_type_hash(const char* name) {
   uint64_t h = 1469598103934665603ull;
   for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
   return h;
 }
 
-void* Region::find_root(std::string_view name, uint64_t type, bool reserved_name) const {
-  const heap::Region& r = impl_->region;
-  if (!valid_root_name(name, reserved_name)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+uint64_t Region::type_hash(const char* name) { return root_type_hash(name); }
+
+void* RegionImpl::ready_root(std::string_view name, uint64_t type, uint64_t* size) const {
+  const heap::Region& r = region;
   // Reading needs no lock: a ready entry's fields are written before its
   // state (and read-only attachments cannot take the lock).
   for (uint32_t i = 0; i < r.max_roots; ++i) {
@@ -134,10 +132,24 @@ void* Region::find_root(std::string_view name, uint64_t type, bool reserved_name
       errno = EINVAL;  // a root of another type
       return nullptr;
     }
+    // The entry is memory clients write: an object past the data pages is none.
+    if (e.offset >= r.data_bytes || e.size > r.data_bytes - e.offset) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    if (size != nullptr) *size = e.size;
     return r.data + e.offset;
   }
   errno = ENOENT;
   return nullptr;
+}
+
+void* Region::find_root(std::string_view name, uint64_t type, bool reserved_name) const {
+  if (!valid_root_name(name, reserved_name)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return impl_->ready_root(name, type);
 }
 
 std::pair<void*, bool> Region::reserve_root(std::string_view name, size_t size, size_t align, uint64_t type,

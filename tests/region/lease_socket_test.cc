@@ -29,9 +29,12 @@
 #include "region/region.h"
 #include "region/region_internals.h"
 #include "heap/layout.h"
+#include "region_test_util.h"
 
 namespace memd {
 namespace {
+
+using testing::eventually;
 
 using region::lease_wire::Op;
 using region::lease_wire::Request;
@@ -77,15 +80,6 @@ bool read_response(int fd, Response* resp) {
 int unread_by_peer(int fd) {
   int n = -1;
   return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : -1;
-}
-
-bool eventually(const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 // Leases a block and gives it back, `calls` times each.

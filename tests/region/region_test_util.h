@@ -7,13 +7,27 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "region/region.h"
 
 namespace memd::testing {
+
+// Polls `done` until it holds or 30 s pass (a bound far above any wait a
+// test means: a liveness check, not a timing one).
+inline bool eventually(const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 inline std::string unique_name(const char* stem) {
   static std::atomic<int> counter{0};
