@@ -27,21 +27,6 @@ namespace {
 
 class RegionUpgradeTest : public ThreadHeapFixture {
  protected:
-  uint32_t in_block(const void* p) {
-    return static_cast<uint32_t>(static_cast<const char*>(p) - r().page_address(block_of(p)));
-  }
-  // `n` objects of `size` bytes from one segregated block.
-  std::vector<char*> same_block(size_t size, size_t n) {
-    std::vector<char*> got;
-    char* first = static_cast<char*>(heap_->alloc(size));
-    got.push_back(first);
-    while (got.size() < n) {
-      auto* p = static_cast<char*>(heap_->alloc(size));
-      EXPECT_NE(p, nullptr);
-      if (block_of(p) == block_of(first)) got.push_back(p);
-    }
-    return got;
-  }
   // Writes what a version-2 build's remote frees of `objs` (in this order)
   // left in a segregated block: tags, links, the head at byte 48, and a
   // stale pending-stack link where version 3 keeps the remote word.
@@ -57,15 +42,6 @@ class RegionUpgradeTest : public ThreadHeapFixture {
     b.remote.store(uint64_t{0x77});  // version 2's pending_next (stale), and padding
   }
   void mark_version_2() { r().header->version = 2; }
-  RecoveryReport recover() {
-    RecoveryReport report;
-    region_recover(r(), pages_.classes(), source_, [](PageIndex) {}, &report);
-    return report;
-  }
-  void expect_consistent() {
-    char msg[256];
-    EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
-  }
 };
 
 TEST_F(RegionUpgradeTest, Version2RemoteListsAreCountedThenCollected) {

@@ -20,22 +20,7 @@ namespace {
 
 class RemoteTakenTest : public ThreadHeapFixture {
  protected:
-  uint32_t in_block(const void* p) {
-    return static_cast<uint32_t>(static_cast<const char*>(p) - r().page_address(block_of(p)));
-  }
   char* base_of(const void* p) { return r().page_address(block_of(p)); }
-  // `n` objects of `size` bytes from one segregated block.
-  std::vector<char*> same_block(size_t size, size_t n) {
-    std::vector<char*> got;
-    char* first = static_cast<char*>(heap_->alloc(size));
-    got.push_back(first);
-    while (got.size() < n) {
-      auto* p = static_cast<char*>(heap_->alloc(size));
-      EXPECT_NE(p, nullptr);
-      if (block_of(p) == block_of(first)) got.push_back(p);
-    }
-    return got;
-  }
   // A free of p by a thread that does not own its block (no notification:
   // the owner is about to die anyway).
   void free_remotely(char* p) {
@@ -47,15 +32,6 @@ class RemoteTakenTest : public ThreadHeapFixture {
     PageIndex block = block_of(p);
     ASSERT_EQ(LargeHeap::claim_remote(r(), r().header->secret, block, p), LargeFreeResult::kFreed);
     remote_push(r().block(block), p, in_block(p) - sizeof(ChunkHeader));
-  }
-  RecoveryReport recover() {
-    RecoveryReport report;
-    region_recover(r(), pages_.classes(), source_, [](PageIndex) {}, &report);
-    return report;
-  }
-  void expect_consistent() {
-    char msg[256];
-    EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
   }
   // After recovery: exactly `live` busy objects, every freed one free, the
   // taken word of each block cleared.
@@ -154,9 +130,8 @@ TEST_F(RemoteTakenTest, LargeChunksTakenAndPartlyReleasedAreFreed) {
   for (char* p : freed) free_large_remotely(p);
   BlockDesc& b = r().block(block_of(first));
   char* base = base_of(first);
-  ASSERT_EQ(reinterpret_cast<ChunkHeader*>(objs[3]) - 1 + (reinterpret_cast<ChunkHeader*>(objs[3]) - 1)->size / sizeof(ChunkHeader),
-            reinterpret_cast<ChunkHeader*>(base + b.pages.bytes()))
-      << "the four objects fill the block";
+  auto* last = reinterpret_cast<ChunkHeader*>(objs[3]) - 1;
+  ASSERT_EQ(reinterpret_cast<char*>(last) + last->size, base + b.pages.bytes()) << "the four objects fill the block";
   uint32_t head = RemoteList::head_of(remote_take(b));
   // The first chunk released (marked free, its list link overwritten;
   // merging would follow), the owner dies before it names the second:

@@ -1,14 +1,19 @@
 // A test fixture for the heap tests that need one thread heap on a formatted
 // 256 MiB anonymous region (no discarding, so freed pages keep their bytes):
 // the region, its page-heap owner, an owner-heap pool and the test thread's
-// heap attached to it.
+// heap attached to it; and what tests of its raw state share (objects of one
+// block, recovery, the check).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "region/thread_heap_pool.h"
 #include "region/page_heap_owner.h"
 #include "disciplines/anonymous.h"
+#include "heap/inspect.h"
+#include "heap/recovery.h"
 #include "heap/region_format.h"
 
 namespace memd::heap {
@@ -29,6 +34,32 @@ class ThreadHeapFixture : public ::testing::Test {
   // The first page of the block or run holding p.
   PageIndex block_of(const void* p) const {
     return PageIndex{r().page(PageIndex{static_cast<uint32_t>(r().offset_of(p) >> kPageShift)}).block};
+  }
+  // p's offset in its block.
+  uint32_t in_block(const void* p) const {
+    return static_cast<uint32_t>(static_cast<const char*>(p) - r().page_address(block_of(p)));
+  }
+  // `n` objects of `size` bytes from one segregated block.
+  std::vector<char*> same_block(size_t size, size_t n) {
+    std::vector<char*> got;
+    char* first = static_cast<char*>(heap_->alloc(size));
+    got.push_back(first);
+    while (got.size() < n) {
+      auto* p = static_cast<char*>(heap_->alloc(size));
+      EXPECT_NE(p, nullptr);
+      if (block_of(p) == block_of(first)) got.push_back(p);
+    }
+    return got;
+  }
+  // The recovery of an owner's open (after a crash, or after an upgrade).
+  RecoveryReport recover() {
+    RecoveryReport report;
+    region_recover(r(), pages_.classes(), source_, [](PageIndex) {}, &report);
+    return report;
+  }
+  void expect_consistent() {
+    char msg[256];
+    EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
   }
 
   disciplines::AnonymousSource source_;

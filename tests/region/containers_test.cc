@@ -166,15 +166,7 @@ TEST(ContainersTest, SharedAcrossProcessesAndRestarts) {
     region.find<Map>("map")->erase(-1);
 
     // map and unordered_map: a fresh process at the same address.
-    std::string env = std::string(kChildEnv) + "=" + name + "|" + sock;
-    std::vector<char*> envp{env.data()};
-    for (char** e = environ; *e; ++e) envp.push_back(*e);
-    envp.push_back(nullptr);
-    std::string filter = "--gtest_filter=ContainersChild.*";
-    char self[] = "/proc/self/exe";
-    char* argv[] = {self, filter.data(), nullptr};
-    ASSERT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    status = testing::run_self("ContainersChild.*", {std::string(kChildEnv) + "=" + name + "|" + sock});
     ASSERT_TRUE(WIFEXITED(status));
     ASSERT_EQ(WEXITSTATUS(status), 0);
 

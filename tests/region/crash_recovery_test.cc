@@ -14,7 +14,6 @@
 // recovery, the check and the next child's frees must all accept.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,20 +297,9 @@ TEST_P(CollectCrashTest, RemoteFreesTakenByTheDeadOwnerAreNotLost) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_NE((*r)->find_or_construct<Journal>("journal"), nullptr);
   }
-  std::string child_env = std::string(kCollectChildEnv) + "=" + path + "|" + std::to_string(GetParam().size);
-  std::string crash_env = std::string("MEMD_CRASH_AT=") + GetParam().point;
-  std::vector<char*> envp{child_env.data(), crash_env.data()};
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "MEMD_CRASH_AT=", 14) != 0) envp.push_back(*e);
-  }
-  envp.push_back(nullptr);
-  std::string filter = "--gtest_filter=CollectCrashChild.*";
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, filter.data(), nullptr};
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  int status = testing::run_self("CollectCrashChild.*", {std::string(kCollectChildEnv) + "=" + path + "|" +
+                                                             std::to_string(GetParam().size),
+                                                         std::string("MEMD_CRASH_AT=") + GetParam().point});
   ASSERT_TRUE(WIFEXITED(status)) << status;
   ASSERT_EQ(WEXITSTATUS(status), heap::kCrashExitCode) << "the child did not die at " << GetParam().point;
 

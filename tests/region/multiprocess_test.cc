@@ -527,18 +527,8 @@ TEST(ClientThreadsChild, Run) {
 }
 
 TEST_P(MultiProcessTest, ThreadsOfAClientComeAndGo) {
-  std::string env = std::string(kThreadsChildEnv) + "=" + name_ + "|" + sock_ + "|" +
-                    std::to_string(static_cast<int>(GetParam()));
-  std::vector<char*> envp{env.data()};
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  envp.push_back(nullptr);
-  std::string filter = "--gtest_filter=ClientThreadsChild.*";
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, filter.data(), nullptr};
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  int status = testing::run_self("ClientThreadsChild.*", {std::string(kThreadsChildEnv) + "=" + name_ + "|" + sock_ +
+                                                             "|" + std::to_string(static_cast<int>(GetParam()))});
   ASSERT_TRUE(WIFEXITED(status)) << status;
   ASSERT_EQ(WEXITSTATUS(status), 0);
   wait_for_clients(0);

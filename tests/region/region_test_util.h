@@ -3,20 +3,51 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "region/region.h"
 
 namespace memd::testing {
+
+// Runs this test binary again as a fresh process (exec'd, not forked: it
+// reads its environment anew), with only the tests `filter` names and the
+// settings `env` ("NAME=value") in front of this process's environment, which
+// they override. Waits for it; returns its wait status, or -1 if it could
+// not start.
+inline int run_self(const std::string& filter, const std::vector<std::string>& env) {
+  std::vector<std::string> own = env;
+  std::vector<char*> envp;
+  for (std::string& e : own) envp.push_back(e.data());
+  for (char** e = environ; *e; ++e) {
+    bool overridden = false;
+    for (const std::string& mine : env) {
+      size_t eq = mine.find('=');
+      overridden |= std::strncmp(*e, mine.c_str(), eq + 1) == 0;
+    }
+    if (!overridden) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  std::string arg = "--gtest_filter=" + filter;
+  char self[] = "/proc/self/exe";
+  char* argv[] = {self, arg.data(), nullptr};
+  pid_t pid;
+  if (posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid ? status : -1;
+}
 
 // Polls `done` until it holds or 30 s pass (a bound far above any wait a
 // test means: a liveness check, not a timing one).
