@@ -391,6 +391,11 @@ void pool_return_record(const Region& r, PoolState& s, PoolCacheRecord* rec) {
   // A clear since made the record stale: its chunks may be gone.
   if (size == 0 || clears != s.clears.load(std::memory_order_acquire)) return;
   size_t stride = stride_for(size);
+  // The chunks a record names were linked by whoever made them (with
+  // release); this acquire orders their headers before the reads below,
+  // as a claimer's own look at the list did (the record itself, written by
+  // another process, orders nothing).
+  (void)s.chunks.load(std::memory_order_acquire);
   bool returned = false;
   if (mask != 0 && chunk != 0) {
     if (PoolChunk* c = chunk_at(r, chunk - 1, stride); c != nullptr && word < words_of(c)) {

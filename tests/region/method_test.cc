@@ -512,21 +512,24 @@ struct CachePosts {
   for (;;) pause();
 }
 
-// Forks a child that runs `body(ready_fd)`; returns its pid once it is ready.
-template <class Body>
-pid_t start_holder(Body body) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    body(fds[1]);
-  }
-  close(fds[1]);
-  char c = 0;
-  bool ready = read(fds[0], &c, 1) == 1;
-  close(fds[0]);
-  return ready ? pid : -1;
+// The holder runs as a fresh process (this binary again: a fork of the
+// serving owner, which has threads, may not start threads under
+// ThreadSanitizer). It attaches through the owner's socket, or opens the
+// region as its owner when there is no socket, and says on a pipe when its
+// threads hold their caches. Returns its pid, or -1 if it never got ready.
+const char* kHolderEnv = "MEMD_POOL_CACHE_HOLDER";
+
+TEST(PoolCacheHolderChild, Run) {
+  const char* args = getenv(kHolderEnv);
+  if (args == nullptr) GTEST_SKIP() << "runs only as the child of the pool cache tests";
+  std::string a(args);
+  size_t bar1 = a.find('|'), bar2 = a.find('|', bar1 + 1), bar3 = a.find('|', bar2 + 1);
+  std::string name = a.substr(0, bar1), sock = a.substr(bar1 + 1, bar2 - bar1 - 1);
+  auto d = static_cast<Discipline>(std::atoi(a.substr(bar2 + 1, bar3 - bar2 - 1).c_str()));
+  int ready_fd = std::atoi(a.substr(bar3 + 1).c_str());
+  auto r = sock.empty() ? Region::open(name, d, Method::kPool) : Region::attach(name, d, sock);
+  if (!r.ok()) _exit(10);
+  hold_pool_caches(**r, ready_fd);
 }
 
 uint64_t published(const CachePosts* posts) {
@@ -537,17 +540,30 @@ uint64_t published(const CachePosts* posts) {
   return n;
 }
 
+pid_t start_holder(const std::string& name, Discipline d, const std::string& sock) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = testing::spawn_self("PoolCacheHolderChild.*", {std::string(kHolderEnv) + "=" + name + "|" + sock + "|" +
+                                                                 std::to_string(static_cast<int>(d)) + "|" +
+                                                                 std::to_string(fds[1])});
+  close(fds[1]);
+  char c = 0;
+  bool ready = pid > 0 && read(fds[0], &c, 1) == 1;
+  close(fds[0]);
+  if (!ready && pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  return ready ? pid : -1;
+}
+
 TEST_P(MethodTest, AKilledClientsCachedPoolObjectsGoBackWhenItsLeaseIsReclaimed) {
   std::unique_ptr<Region> r;
   std::string sock;
   CachePosts* posts = serve_with<CachePosts>(r, Method::kPool, &sock);
   ASSERT_NE(posts, nullptr);
   ASSERT_NE(r->alloc(48), nullptr);  // the owner's one object
-  pid_t pid = start_holder([&](int ready_fd) {
-    auto a = Region::attach(name_, GetParam(), sock);
-    if (!a.ok()) _exit(10);
-    hold_pool_caches(**a, ready_fd);
-  });
+  pid_t pid = start_holder(name_, GetParam(), sock);
   ASSERT_GT(pid, 0) << "the child did not get ready";
   uint64_t kept = published(posts);
   ASSERT_EQ(kept, uint64_t{CachePosts::kThreads * CachePosts::kPerThread / 2});
@@ -570,11 +586,7 @@ TEST_P(MethodTest, AKilledOwnersCachedPoolObjectsGoBackAtTheNextOpen) {
     ASSERT_NE(r, nullptr);
     ASSERT_NE(r->find_or_construct<CachePosts>("posts"), nullptr);
   }
-  pid_t pid = start_holder([&](int ready_fd) {
-    auto a = Region::open(name_, GetParam(), Method::kPool);
-    if (!a.ok()) _exit(10);
-    hold_pool_caches(**a, ready_fd);
-  });
+  pid_t pid = start_holder(name_, GetParam(), "");
   ASSERT_GT(pid, 0) << "the child did not get ready";
   kill(pid, SIGKILL);
   int status = 0;

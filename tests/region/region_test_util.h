@@ -22,12 +22,13 @@
 
 namespace memd::testing {
 
-// Runs this test binary again as a fresh process (exec'd, not forked: it
-// reads its environment anew), with only the tests `filter` names and the
-// settings `env` ("NAME=value") in front of this process's environment, which
-// they override. Waits for it; returns its wait status, or -1 if it could
-// not start.
-inline int run_self(const std::string& filter, const std::vector<std::string>& env) {
+// Starts this test binary again as a fresh process (exec'd, not forked: it
+// reads its environment anew, and may start threads under ThreadSanitizer,
+// which a fork of a threaded process may not), with only the tests `filter`
+// names and the settings `env` ("NAME=value") in front of this process's
+// environment, which they override. Returns its pid, or -1. Descriptors
+// without FD_CLOEXEC are inherited.
+inline pid_t spawn_self(const std::string& filter, const std::vector<std::string>& env) {
   std::vector<std::string> own = env;
   std::vector<char*> envp;
   for (std::string& e : own) envp.push_back(e.data());
@@ -44,9 +45,14 @@ inline int run_self(const std::string& filter, const std::vector<std::string>& e
   char self[] = "/proc/self/exe";
   char* argv[] = {self, arg.data(), nullptr};
   pid_t pid;
-  if (posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  return posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()) == 0 ? pid : -1;
+}
+
+// The same, waiting for it: its wait status, or -1 if it could not start.
+inline int run_self(const std::string& filter, const std::vector<std::string>& env) {
+  pid_t pid = spawn_self(filter, env);
   int status = 0;
-  return waitpid(pid, &status, 0) == pid ? status : -1;
+  return pid > 0 && waitpid(pid, &status, 0) == pid ? status : -1;
 }
 
 // Polls `done` until it holds or 30 s pass (a bound far above any wait a
