@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "heap/crash_point.h"
+
 namespace memd::heap {
 namespace {
 
@@ -36,9 +38,14 @@ void* debug_format(void* raw, const DebugLayout& l, size_t size, const DebugSite
                    uintptr_t origin) {
   char* user = static_cast<char*>(raw) + l.lead + kDebugHeadBytes;
   DebugHeader* h = debug_header(user);
-  *h = DebugHeader{state_word(kLive, h, secret, origin), size, site, l.lead, 0, nullptr, nullptr};
+  // The state word last, after the guards: a process killed part way
+  // through leaves a slot that does not read as a live block, rather than
+  // a live one whose back guard reads as overwritten.
+  *h = DebugHeader{0, size, site, l.lead, 0, nullptr, nullptr};
   std::memset(user - kDebugGuardBytes, kDebugGuardByte, kDebugGuardBytes);
+  crash_point("debug.format");  // header and front guard written, not the back guard
   std::memset(user + size, kDebugGuardByte, kDebugGuardBytes);
+  __atomic_store_n(&h->state, state_word(kLive, h, secret, origin), __ATOMIC_RELEASE);
   return user;
 }
 

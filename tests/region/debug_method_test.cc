@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "heap/crash_point.h"
 #include "heap/debug_block.h"
 #include "heap/site_table.h"
 #include "region/call_site.h"
@@ -434,6 +435,49 @@ TEST_P(DebugMethodTest, AProcessKilledAtARandomInstantLeavesTheRegionCheckable) 
   for (int i = 0; i < 1000; ++i) r->free(r->alloc(1 + i % 500));
   EXPECT_EQ(events_.bad.load(), 0);
   EXPECT_TRUE(r->check().ok()) << r->check();
+}
+
+// A process killed inside the debug method's formatting of a new block,
+// after its header and front guard and before its back guard (the crash
+// point debug.format): the half-made block does not read as a live one
+// whose guard was overwritten. The child is a fresh process (crash points
+// read MEMD_CRASH_AT once), attached to the region the test serves.
+const char* kFormatChildEnv = "MEMD_DEBUG_FORMAT_CRASH_CHILD";
+
+int allocate_until_killed(const std::string& args) {
+  size_t a = args.find('|'), b = args.rfind('|');
+  auto discipline = static_cast<Discipline>(std::strtol(args.c_str() + a + 1, nullptr, 10));
+  auto r = Region::attach(args.substr(0, a), discipline, args.substr(b + 1));
+  if (!r.ok()) return 10;
+  for (int i = 0; i < 100000; ++i) {
+    auto* p = static_cast<char*>((*r)->alloc(1 + i % 600));
+    if (p == nullptr) return 11;
+    std::memset(p, 'c', 1 + i % 600);
+  }
+  return 12;  // the crash point was never reached
+}
+
+TEST(DebugFormatCrashChild, Run) {
+  const char* args = getenv(kFormatChildEnv);
+  if (args == nullptr) GTEST_SKIP() << "runs only as the child of DebugMethodTest";
+  _exit(allocate_until_killed(args));
+}
+
+TEST_P(DebugMethodTest, AProcessKilledWhileItFormatsABlockLeavesNoHalfMadeLiveBlock) {
+  auto r = make(Method::kDebug);
+  ASSERT_NE(r, nullptr);
+  sock_ = dir_.file("owner.sock");
+  ASSERT_TRUE(r->serve(sock_).ok());
+  for (int pass : {1, 37, 500}) {
+    std::string args = name_ + "|" + std::to_string(static_cast<int>(GetParam())) + "|" + sock_;
+    int status = testing::run_self("DebugFormatCrashChild.*", {std::string(kFormatChildEnv) + "=" + args,
+                                                               "MEMD_CRASH_AT=debug.format:" + std::to_string(pass)});
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    ASSERT_EQ(WEXITSTATUS(status), heap::kCrashExitCode) << "the child did not die at debug.format:" << pass;
+    EXPECT_EQ(r->check_objects(), 0) << "after a kill at pass " << pass;
+    EXPECT_TRUE(r->check().ok()) << r->check();
+  }
+  EXPECT_EQ(events_.bad.load(), 0);
 }
 
 // Every process of a region can write its memory: one that scribbles over
