@@ -42,6 +42,7 @@ bool Arena::init(const ArenaOptions& options) {
   if (options.huge_pages) (void)source_.advise_huge_pages();
   pages_.init(&source_, heap::Region::attach(source_.base()));
   heap::BlockSource* blocks = prefault_.wrap(options.prefault, &pages_, pages_.region(), &pages_.classes());
+  threads_.set_kept_heaps(options.kept_heaps);
   return threads_.init(pages_.region(), &pages_.classes(), blocks, heap::kProcessHolder);
 }
 

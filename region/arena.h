@@ -26,6 +26,7 @@ struct ArenaOptions {
   heap::HeapParams params;
   bool prefault = false;    // populate fresh blocks and runs at once (prefaulting_blocks.h)
   bool huge_pages = false;  // transparent huge pages for the whole reservation
+  uint32_t kept_heaps = 0;  // exited threads' heaps kept for new threads (ThreadHeapPool::set_kept_heaps)
 };
 
 class Arena final : public ThreadHeapHost {

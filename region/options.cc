@@ -22,6 +22,7 @@ struct Option {
 constexpr Option kOptions[] = {
     {"MEMD_RESERVE_GB", "64", "address space reserved for the process heap (GiB); memory is committed as used"},
     {"MEMD_MAX_THREADS", "4096", "threads that may hold a thread heap at once"},
+    {"MEMD_KEEP_HEAPS", "4", "heaps of exited threads kept whole for the next new threads (at most 16; 0: abandon each at exit)"},
     {"MEMD_DISCARD", "hysteresis", "when empty pages go back to the system: hysteresis, immediate, pressure, never"},
     {"MEMD_DIRTY_FLOOR_MB", "1", "empty memory always kept for reuse before discarding (MiB)"},
     {"MEMD_DIRTY_RATIO", "6", "... or this percentage of the memory in use, if larger"},
@@ -106,6 +107,7 @@ ArenaOptions process_arena_options() {
   ArenaOptions o;
   o.reserve_bytes = size_t{number("MEMD_RESERVE_GB")} << 30;
   o.max_threads = static_cast<uint32_t>(number("MEMD_MAX_THREADS"));
+  o.kept_heaps = static_cast<uint32_t>(number("MEMD_KEEP_HEAPS"));
   const char* mode = env_or_default("MEMD_DISCARD");
   if (std::strcmp(mode, "immediate") == 0) o.params.discard_mode = heap::DiscardMode::kImmediate;
   else if (std::strcmp(mode, "pressure") == 0) o.params.discard_mode = heap::DiscardMode::kPressure;

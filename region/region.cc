@@ -225,7 +225,7 @@ void RegionImpl::detach_all() {
     // Threads that used the region and are still alive lose their heaps;
     // the contract is that none of them uses the region any more.
     region::detach_thread_heap(handle);
-    pool.for_each_attached([this](heap::ThreadHeap& h) { pool.detach_thread(&h); });
+    pool.abandon_all_heaps();
     region::unregister_arena(handle);
     registered = false;
   }

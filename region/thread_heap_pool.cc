@@ -37,6 +37,12 @@ bool ThreadHeapPool::init(const heap::Region& r, const heap::SizeClasses* classe
 }
 
 heap::ThreadHeap* ThreadHeapPool::attach_thread() {
+  // A kept heap first: its blocks are warm and partly used, and the frees
+  // of the objects it handed out are local again.
+  for (uint32_t i = 0; i < keep_limit_; ++i) {
+    if (kept_[i].load(std::memory_order_relaxed) == nullptr) continue;
+    if (heap::ThreadHeap* kept = kept_[i].exchange(nullptr, std::memory_order_acquire)) return kept;
+  }
   // The lowest free slot: a new thread reuses the thread heap (and the
   // memory it has touched) of the last thread to leave, instead of warming
   // up a new one. The hint says no slot below it was free lately.
@@ -85,6 +91,21 @@ void ThreadHeapPool::sum_counters(heap::CounterSnapshot* out) const {
 }
 
 void ThreadHeapPool::detach_thread(heap::ThreadHeap* oh) {
+  // Kept as it is, slot still held and pending stack open: the release
+  // orders this thread's last writes to it before the next thread's use.
+  for (uint32_t i = 0; i < keep_limit_; ++i) {
+    heap::ThreadHeap* expected = nullptr;
+    if (kept_[i].compare_exchange_strong(expected, oh, std::memory_order_release, std::memory_order_relaxed)) return;
+  }
+  abandon(oh);
+}
+
+void ThreadHeapPool::abandon_all_heaps() {
+  for (std::atomic<heap::ThreadHeap*>& k : kept_) k.store(nullptr, std::memory_order_relaxed);
+  for_each_attached([this](heap::ThreadHeap& h) { abandon(&h); });
+}
+
+void ThreadHeapPool::abandon(heap::ThreadHeap* oh) {
   oh->abandon_all();
   uint32_t slot = heap::slot_of(oh->id());
   region_.slots[slot].in_use.store(0, std::memory_order_release);

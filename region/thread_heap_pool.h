@@ -34,6 +34,9 @@ class ThreadHeapPool final : public ThreadHeapHost {
   heap::ThreadHeap* attach_thread() override;
   void detach_thread(heap::ThreadHeap* heap) override;
   heap::ThreadHeap* stranger() const override { return stranger_; }
+  // Abandons every thread heap this process holds here, kept ones too.
+  // REQUIRES: no thread uses any of them any more.
+  void abandon_all_heaps();
 
   // Calls f(heap) for every thread heap this process has attached.
   template <class F>
@@ -46,6 +49,18 @@ class ThreadHeapPool final : public ThreadHeapHost {
   }
 
   uint32_t holder() const { return holder_; }
+
+  // How many heaps of exited threads are kept whole (owner slot, blocks and
+  // all) for the next threads to attach, as glibc hands a new thread the
+  // arena of one that left: a server's short-lived threads then free the
+  // objects their predecessors allocated as local frees, into blocks they
+  // own, instead of as remote frees into abandoned blocks. 0 (the default):
+  // every exiting thread's heap is abandoned. At most kMaxKeptHeaps. Set
+  // before any thread attaches. A kept heap holds what an idle thread
+  // would; remote frees into its blocks wait on its pending stack for the
+  // next thread to take it.
+  static constexpr uint32_t kMaxKeptHeaps = 16;
+  void set_kept_heaps(uint32_t n) { keep_limit_ = n < kMaxKeptHeaps ? n : kMaxKeptHeaps; }
 
   // Adds up the telemetry counters of every thread heap this process has
   // had here (cumulative: a slot's heap and its counts outlive its threads).
@@ -66,6 +81,12 @@ class ThreadHeapPool final : public ThreadHeapHost {
   size_t heaps_bytes_ = 0;
   uint32_t max_slots_ = 0;
   uint32_t holder_ = 0;
+  // Heaps of exited threads waiting for a new thread; null: a free place.
+  std::atomic<heap::ThreadHeap*> kept_[kMaxKeptHeaps] = {};
+  uint32_t keep_limit_ = 0;
+
+  // Gives the heap's blocks up and frees its owner slot.
+  void abandon(heap::ThreadHeap* heap);
 };
 
 // Owner generations stay below the all-ones value, which is the stranger's.
