@@ -244,12 +244,6 @@ void* ThreadHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
   PageCount pages = pages_for(size);
   PageCount align_pages{static_cast<uint32_t>(std::max<size_t>(align / kPageSize, 1))};
   PageIndex run = kNoPage;
-  // A buffer that grows (a vector doubling, a string appended to) frees
-  // each old run after it asks for one twice as big: runs in the cache
-  // that small serve no request of this pattern, so they go back to the
-  // page heap, where they merge with their neighbours and are reused (or
-  // discarded) instead of sitting resident here.
-  if (huge_cache_.count != 0) huge_cache_drop_below(pages.value / 2);
   if (pages.value <= kHugeCachePages) {
     huge_cache_note_alloc(pages);
     // A run this thread freed, of this size or a little more: no lock, no
@@ -298,22 +292,6 @@ PageIndex ThreadHeap::huge_cache_take(PageCount pages, PageCount align_pages) {
   --c.count;
   c.pages -= best_pages;
   return run;
-}
-
-void ThreadHeap::huge_cache_drop_below(uint32_t pages) {
-  HugeCache& c = huge_cache_;
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < c.count; ++i) {
-    PageIndex run = c.runs[i];
-    uint32_t have = region_.block(run).pages.value;
-    if (have < pages) {
-      c.pages -= have;
-      source_->release_huge(run);
-    } else {
-      c.runs[kept++] = run;
-    }
-  }
-  c.count = kept;
 }
 
 void ThreadHeap::huge_cache_put(PageIndex run) {

@@ -305,8 +305,6 @@ class ThreadHeap {
   PageIndex huge_cache_take(PageCount pages, PageCount align_pages);
   // Keeps a freed run (claimed with our id), evicting the oldest past the cap.
   void huge_cache_put(PageIndex run);
-  // Gives the page heap back every kept run of fewer than `pages` pages.
-  void huge_cache_drop_below(uint32_t pages);
   void huge_cache_note_alloc(PageCount pages);
 
   // Hot copies of region and class facts.

@@ -499,30 +499,6 @@ TEST_F(HeapTest, AThreadKeepsAsManyFreedHugeRunsAsItRecentlyAllocated) {
   ExpectConsistent();
 }
 
-TEST_F(HeapTest, AGrowingBufferLeavesNoRunsItOutgrewInTheThreadsCache) {
-  // A vector's growth: ask for twice the size, then free the old buffer.
-  // Kept runs at most half a request's size serve nothing of this pattern:
-  // they go back to the page heap (counted free there, not in use).
-  size_t size = 64 << 10;
-  void* buffer = heap_->alloc(size);
-  for (int step = 0; step < 4; ++step) {
-    void* bigger = heap_->alloc(size * 2);
-    ASSERT_NE(bigger, nullptr);
-    heap_->free(buffer);
-    buffer = bigger;
-    size *= 2;
-  }
-  // Live: the 1 MiB buffer. Kept: only the 512 KiB run freed last; the 64,
-  // 128 and 256 KiB runs were each dropped when a request twice their size
-  // or more came.
-  uint64_t live_pages = size / 4096, kept_pages = (size / 2) / 4096;
-  EXPECT_EQ(heap_->stat().pages_in_use, live_pages + kept_pages);
-  heap_->free(buffer);
-  heap_->compact();
-  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
-  ExpectConsistent();
-}
-
 TEST_F(HeapTest, AKeptHugeRunServesASomewhatSmallerRequestButNotAMuchSmallerOne) {
   char* p = static_cast<char*>(heap_->alloc(100 * 4096));
   std::memset(p, 7, 100 * 4096);
