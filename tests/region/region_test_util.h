@@ -74,8 +74,9 @@ inline std::string unique_name(const char* stem) {
 // A directory under TMPDIR (or /tmp), removed with everything in it.
 class TempDir {
  public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
+  TempDir() : TempDir(getenv("TMPDIR")) {}
+  // Under `base` (null or empty: /tmp).
+  explicit TempDir(const char* base) {
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/memd-region-XXXXXX";
     path_ = mkdtemp(tmpl.data()) ? tmpl : "";
   }
