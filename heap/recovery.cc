@@ -40,16 +40,20 @@ uint32_t valid_block_at(const Region& r, const SizeClasses& classes, PageIndex p
 }
 
 // Walks a free list of in-block offsets + 1 starting at `head`, keeping the
-// entries that are below `bump`, object-aligned and not yet seen, and cutting
-// the list at the first that is not. Returns the entries kept.
-uint32_t keep_good_prefix(char* base, uint32_t* head, uint32_t size, uint32_t bump, uint64_t* seen,
+// entries that are below `bump`, object-aligned, not yet seen and carrying
+// their free tag, and cutting the list at the first that is not. Returns
+// the entries kept. The tag matters after a power cut, which can pair a
+// new descriptor with an old data page whose stale link names an object
+// live since: that object's tag was cleared when it was handed out.
+uint32_t keep_good_prefix(const Region& r, char* base, uint32_t* head, uint32_t size, uint32_t bump, uint64_t* seen,
                           uint64_t* leaked) {
   uint32_t kept = 0;
   uint32_t* link = head;
   while (*link != 0) {
     uint32_t off = *link - 1;
     uint32_t idx = off / size;
-    if (off >= bump || off % size != 0 || (seen[idx / 64] >> (idx % 64) & 1)) {
+    if (off >= bump || off % size != 0 || (seen[idx / 64] >> (idx % 64) & 1) ||
+        tag_of(base + off) != free_tag(r.header->secret, r.offset_of(base + off))) {
       *link = 0;  // the rest is unreachable safely: it leaks
       ++*leaked;
       break;
@@ -142,7 +146,7 @@ bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex bl
     b.bump = b.bump > b.end ? b.end : b.bump - b.bump % info.size;
   }
   uint64_t seen[(kPageSize * 16 / kMinObject) / 64] = {};
-  uint32_t free_count = keep_good_prefix(base, &b.free_head, info.size, b.bump, seen, leaked);
+  uint32_t free_count = keep_good_prefix(r, base, &b.free_head, info.size, b.bump, seen, leaked);
   // Remote frees a dead owner took and had not yet moved: from the taken
   // word's head, then from its tail field, where a one-by-one move goes on
   // once the head has moved (remote_free.h).

@@ -121,6 +121,31 @@ TEST_F(RecoveryTest, CountsAreRecomputedAndBrokenListsCut) {
   for (const Obj& o : live) expect_live(o, 'm');
 }
 
+TEST_F(RecoveryTest, AStaleLinkNamingALiveObjectDoesNotFreeIt) {
+  // After a power cut, a block's descriptor can come back newer than the
+  // page holding its objects. Made here: two objects freed (list b -> a),
+  // both handed out again (their links stay in their bytes), and the
+  // descriptor's free list head put back on b, as an older descriptor
+  // would have it. Live objects carry no free tag: the list is cut at b.
+  std::vector<char*> objs = same_block(48, 4);
+  char* a = objs[1];
+  char* b = objs[2];
+  heap_->free(a);
+  heap_->free(b);
+  ASSERT_EQ(heap_->alloc(48), b);
+  ASSERT_EQ(heap_->alloc(48), a);
+  std::memset(a, 'a', 8);  // the program's bytes over the link, not the tag word
+  BlockDesc& d = r().block(block_of(b));
+  d.free_head = in_block(b) + 1;
+  RecoveryReport rep = recover();
+  EXPECT_EQ(rep.leaked_objects, 1u);
+  expect_consistent();
+  EXPECT_EQ(heap_->validate(a), FreeStatus::kOk);
+  EXPECT_EQ(heap_->validate(b), FreeStatus::kOk);
+  EXPECT_EQ(d.free_head, 0u);
+  EXPECT_EQ(d.used, 4u);
+}
+
 TEST_F(RecoveryTest, ALargeBlockWithAGarbageChunkKeepsWhatPrecedesIt) {
   Obj a = make(17000, 'a');
   Obj b = make(20000, 'b');
