@@ -232,6 +232,15 @@ void* memd_region_find(memd_region* region, const char* name) {
 int memd_region_persist(memd_region* region, const void* p, size_t n) { return result(cast(region)->persist(p, n)); }
 int memd_region_checkpoint(memd_region* region) { return result(cast(region)->checkpoint()); }
 
+void* memd_region_reserve(memd_region* region, size_t size) { return cast(region)->reserve(size); }
+int memd_region_publish(memd_region* region, void* object, uint64_t* link, uint64_t value) {
+  // The C side's word, as the atomic the publish stores with (the same
+  // representation: std::atomic<uint64_t> is lock-free and standard layout).
+  static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+  return result(cast(region)->publish(object, reinterpret_cast<std::atomic<uint64_t>*>(link), value));
+}
+int memd_region_cancel(memd_region* region, void* object) { return result(cast(region)->cancel(object)); }
+
 int memd_region_check(memd_region* region, char* message, size_t message_size) {
   absl::Status s = cast(region)->check();
   if (s.ok()) return 0;

@@ -110,6 +110,18 @@ void* memd_region_find(memd_region* region, const char* name);
 
 int memd_region_persist(memd_region* region, const void* p, size_t n);
 int memd_region_checkpoint(memd_region* region);
+
+/* Failure-atomic publish (best method). memd_region_reserve allocates an
+ * object that is freed if this process dies (or the power fails) before
+ * memd_region_publish makes it durable and durably stores `value` into the
+ * 8-byte word `link` of the region, as one step. NULL with errno ENOTSUP
+ * (another method), EAGAIN (the region's log is full), or as for
+ * memd_region_alloc. publish and cancel: 0, or -1 with errno EINVAL for an
+ * object that is no reservation of this process or a link that is no word
+ * of the region. */
+void* memd_region_reserve(memd_region* region, size_t size);
+int memd_region_publish(memd_region* region, void* object, uint64_t* link, uint64_t value);
+int memd_region_cancel(memd_region* region, void* object);
 /* 0 if every invariant holds; else -1, errno EIO, and a message. */
 int memd_region_check(memd_region* region, char* message, size_t message_size);
 

@@ -194,6 +194,11 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   // owner slot recovery closed (those of live clients stay theirs).
   impl->return_pool_caches(
       [&](uint32_t slot) { return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == 0; });
+  // Publishes a dead process had begun are finished; its reservations
+  // become orphans, freed once the region has a heap to free them with.
+  impl->settle_publish_log([&](uint32_t holder) {
+    return !(holder >= 1 && holder - 1 < impl->region.max_clients && live[holder - 1] != 0);
+  });
   if (!clean) {
     h.recoveries += 1;
     h.leaked_objects += report.leaked_objects;
@@ -202,13 +207,12 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   h.generation.fetch_add(1);
   h.clean_close.store(0, std::memory_order_release);
   impl->service = std::make_unique<region::LeaseService>(impl->pages.get());
-  if (impl->method == Method::kPool) {
-    impl->service->set_before_reclaim([impl](uint32_t holder) {
-      impl->return_pool_caches([&](uint32_t slot) {
-        return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == holder;
-      });
+  impl->service->set_before_reclaim([impl](uint32_t holder) {
+    impl->return_pool_caches([&](uint32_t slot) {
+      return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == holder;
     });
-  }
+    impl->settle_publish_log([&](uint32_t h) { return h == holder; });
+  });
   impl->service->rebuild_ledger();
   impl->keep_header_copy();
   if (!allocates) {
@@ -281,7 +285,11 @@ Region* region_at(const void* base) noexcept {
   return nullptr;
 }
 
-Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) { remember(impl_->region.base, this); }
+Region::Region(std::unique_ptr<RegionImpl> impl) : impl_(std::move(impl)) {
+  remember(impl_->region.base, this);
+  // Reservations of processes that died: freed by the first process able to.
+  if (impl_->registered && !impl_->read_only && impl_->method == Method::kBest) free_orphaned_reservations();
+}
 
 Region::~Region() {
   forget(this);

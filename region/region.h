@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -135,6 +136,7 @@ namespace region {
 class LeaseChannel;
 class LeaseService;
 struct ClientLease;
+struct PublishEntry;
 }  // namespace region
 
 class Region {
@@ -292,9 +294,27 @@ class Region {
   // Makes the whole region durable, metadata included.
   absl::Status checkpoint();
 
+  // Failure-atomic publish (best method; docs/region-format.md, "Power
+  // loss"). reserve allocates an object that belongs to no one until it is
+  // published: if this process dies (or the power goes) first, the object
+  // is freed at the region's recovery or the process's reclaim. nullptr
+  // with errno: ENOTSUP under another method, EAGAIN when every entry of
+  // the region's log holds a reservation, else as alloc.
+  void* reserve(size_t size);
+  // Makes the reserved object durable with its allocation, then stores
+  // `value` into `link` (an 8-byte word of the region's data) durably, as
+  // one step: after any crash or power cut, either the link holds `value`
+  // and the object is live and intact, or the object is freed (and the
+  // link as it was). The reservation ends. InvalidArgument if `object` is
+  // no reservation of this process or `link` no word of the region.
+  absl::Status publish(void* object, std::atomic<uint64_t>* link, uint64_t value);
+  // Frees a reservation instead.
+  absl::Status cancel(void* object);
+
   // Gives free memory back: the calling thread's empty blocks, this
   // process's spare blocks, and (owner) every empty page, punched out of the
-  // backing object so that its resident and on-disk size follow live data.
+  // backing object so that its resident and on-disk size follow live data;
+  // and the reservations of dead processes (Region::reserve).
   void compact();
 
   // Verifies every invariant of the region (every page, block and list).
@@ -374,6 +394,11 @@ class Region {
  private:
   friend struct RegionInternals;  // region/region_internals.h: region/'s own code and tests
   explicit Region(std::unique_ptr<RegionImpl> impl);
+  // The publish log, made at first use; nullptr with errno if it cannot be.
+  region::PublishEntry* publish_log();
+  // Frees the reservations of dead processes that recovery or a reclaim
+  // left as orphans.
+  void free_orphaned_reservations();
   // Root primitives behind the templates. construct_root returns the object
   // and whether the caller must construct it (then finish_root publishes it).
   void* find_root(std::string_view name, uint64_t type, bool reserved_name = false) const;

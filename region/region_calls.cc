@@ -192,6 +192,7 @@ absl::Status Region::checkpoint() {
 
 void Region::compact() {
   if (impl_->read_only || !impl_->registered) return;
+  if (impl_->method == Method::kBest) free_orphaned_reservations();
   if (heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
     h->release_empty();
   }

@@ -17,6 +17,7 @@
 #include "region/thread_heap_pool.h"
 #include "region/page_heap_owner.h"
 #include "region/prefaulting_blocks.h"
+#include "region/publish_log.h"
 #include "region/region.h"
 #include "region/thread_heaps.h"
 #include "disciplines/shared_source.h"
@@ -121,6 +122,20 @@ class RegionImpl {
   void return_pool_caches(const std::function<bool(uint32_t slot)>& dead);
   // Gives back what this process holds: its thread heaps' blocks, its stash.
   void detach_all();
+
+  // The failure-atomic publish's log (publish_log.h, the reserved root
+  // "memd:publish-log"), once found; nullptr if it has not been made.
+  mutable std::atomic<region::PublishEntry*> publish_log{nullptr};
+  region::PublishEntry* find_publish_log() const;
+  // Owner: settles the log's entries of the holders `dead` names (an open
+  // recovering the region, a dead client's reclaim).
+  void settle_publish_log(const std::function<bool(uint32_t holder)>& dead);
+  // Persists [p, p + n) of the mapping, by discipline; failures are the
+  // discipline's to report.
+  region::PersistFn persist_fn() const;
+  // Makes the live object p of `bytes` durable with its allocation: its
+  // bytes, its block's page descriptors and descriptor, the header.
+  void persist_allocation(const void* p, size_t bytes) const;
 };
 
 }  // namespace memd

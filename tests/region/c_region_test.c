@@ -71,6 +71,26 @@ int main(void) {
   }
   CHECK(memd_region_persist(r, l, sizeof *l) == 0);
   {
+    /* A node published failure-atomically at the head of the list. */
+    struct node* n = memd_region_reserve(r, sizeof *n);
+    CHECK(n != NULL);
+    if (n != NULL) {
+      n->value = 100;
+      n->next = l->head;
+      CHECK(memd_region_publish(r, n, &l->head, memd_region_offset(r, n) + 1) == 0);
+      CHECK(l->head == memd_region_offset(r, n) + 1);
+      ++l->count;
+      errno = 0;
+      CHECK(memd_region_cancel(r, n) == -1 && errno == EINVAL);
+      /* Unlinked again: the list below is the 100 nodes. */
+      l->head = n->next;
+      --l->count;
+      memd_region_free(r, n);
+    }
+    void* dropped = memd_region_reserve(r, 40);
+    CHECK(dropped != NULL && memd_region_cancel(r, dropped) == 0);
+  }
+  {
     /* calloc: zeros where a freed object left bytes, and overflow refused. */
     unsigned char* dirty = memd_region_alloc(r, 256);
     CHECK(dirty != NULL);

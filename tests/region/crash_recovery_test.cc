@@ -49,27 +49,6 @@ struct Journal {
   std::atomic<uint64_t> steps;  // progress of the current child
 };
 
-size_t pick_size(std::mt19937& rng) {
-  switch (rng() % 16) {
-    case 0: return 20000 + rng() % 12000;     // large
-    case 1: return 40000 + rng() % 300000;    // huge
-    default: return 8 + rng() % 500;          // small and medium
-  }
-}
-
-void fill(char* p, size_t size, uint32_t seed) {
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
-    std::memcpy(p + i, &v, std::min<size_t>(8, size - i));
-  }
-}
-bool intact(const char* p, size_t size, uint32_t seed) {
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
-    if (std::memcmp(p + i, &v, std::min<size_t>(8, size - i)) != 0) return false;
-  }
-  return true;
-}
 
 [[noreturn]] void child(const std::string& path, uint32_t seed, int ready_fd, uint64_t sample_bytes) {
   if (sample_bytes != 0) client::telemetry::enable_sampling(sample_bytes);
@@ -92,11 +71,11 @@ bool intact(const char* p, size_t size, uint32_t seed) {
       e.offset.store(0);
       region.free(region.at(off - 1));
     } else {
-      size_t size = pick_size(rng);
+      size_t size = testing::pick_object_size(rng);
       uint32_t s = static_cast<uint32_t>(rng());
       auto* p = static_cast<char*>(region.alloc(size));
       if (p == nullptr) _exit(13);
-      fill(p, size, s);
+      testing::fill_pattern(p, size, s);
       e.size = size;
       e.seed = s;
       e.offset.store(region.offset_of(p) + 1);  // publish last
@@ -195,7 +174,7 @@ void kill_at_random_instants(uint64_t sample_bytes, size_t* most_sampled) {
       published_objects.insert(region.at(off - 1));
       auto* p = static_cast<char*>(region.at(off - 1));
       ASSERT_GE(region.size(p), e.size) << "round " << round << ": a published object is not allocated";
-      ASSERT_TRUE(intact(p, e.size, e.seed)) << "round " << round << ": a published object changed";
+      ASSERT_TRUE(testing::pattern_intact(p, e.size, e.seed)) << "round " << round << ": a published object changed";
     }
     // Live objects: the journal, the published ones, and what earlier
     // crashes leaked. This crash may add the objects in flight: one
@@ -249,7 +228,7 @@ int collect_then_crash(const std::string& path, size_t size) {
   auto publish = [&](int slot, void* p) {
     j->entry[slot].size = size;
     j->entry[slot].seed = static_cast<uint32_t>(slot);
-    fill(static_cast<char*>(p), size, static_cast<uint32_t>(slot));
+    testing::fill_pattern(static_cast<char*>(p), size, static_cast<uint32_t>(slot));
     j->entry[slot].offset.store(region.offset_of(p) + 1);
   };
   int next = 0;
@@ -316,7 +295,7 @@ TEST_P(CollectCrashTest, RemoteFreesTakenByTheDeadOwnerAreNotLost) {
     auto* p = static_cast<char*>(region.at(off - 1));
     published.insert(p);
     ASSERT_GE(region.size(p), e.size);
-    ASSERT_TRUE(intact(p, e.size, e.seed));
+    ASSERT_TRUE(testing::pattern_intact(p, e.size, e.seed));
   }
   // The crash came inside an allocation, before it returned: nothing was in
   // flight. Live: the journal and the published objects, no more.

@@ -65,27 +65,6 @@ struct Journal {
 };
 constexpr int kBefore = Journal::kSlots / 2;
 
-size_t pick_size(std::mt19937& rng) {
-  switch (rng() % 16) {
-    case 0: return 20000 + rng() % 12000;   // large
-    case 1: return 40000 + rng() % 200000;  // huge
-    default: return 8 + rng() % 500;        // small and medium
-  }
-}
-
-void fill(char* p, size_t size, uint32_t seed) {
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
-    std::memcpy(p + i, &v, std::min<size_t>(8, size - i));
-  }
-}
-bool intact(const char* p, size_t size, uint32_t seed) {
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
-    if (std::memcmp(p + i, &v, std::min<size_t>(8, size - i)) != 0) return false;
-  }
-  return true;
-}
 
 // One step of random work on the entries [first, last): publish a new
 // object into an empty entry, or unpublish and free a published one.
@@ -97,11 +76,11 @@ bool churn(Region& r, Journal& j, std::mt19937& rng, int first, int last) {
     r.free(r.at(off - 1));
     return true;
   }
-  size_t size = pick_size(rng);
+  size_t size = testing::pick_object_size(rng, 240000);
   uint32_t s = static_cast<uint32_t>(rng());
   auto* p = static_cast<char*>(r.alloc(size));
   if (p == nullptr) return false;
-  fill(p, size, s);
+  testing::fill_pattern(p, size, s);
   e.size = size;
   e.seed = s;
   e.offset.store(r.offset_of(p) + 1);
@@ -191,14 +170,14 @@ std::string check_image(const std::string& path, Discipline d, const std::vector
   for (const Kept& k : kept) {
     auto* p = static_cast<char*>(r.at(k.offset));
     if (r.size(p) < k.size) return "an object of the barrier is no longer live, at offset " + std::to_string(k.offset);
-    if (!intact(p, k.size, k.seed)) return "an object of the barrier was overwritten, at offset " + std::to_string(k.offset);
+    if (!testing::pattern_intact(p, k.size, k.seed)) return "an object of the barrier was overwritten, at offset " + std::to_string(k.offset);
     objects[k.offset] = k.offset + k.size;
   }
   // New objects overlap none of the kept ones, and writing them spoils none.
   std::mt19937 rng(seed);
   std::vector<void*> fresh;
   for (int i = 0; i < 300; ++i) {
-    size_t size = pick_size(rng);
+    size_t size = testing::pick_object_size(rng, 240000);
     auto* p = static_cast<char*>(r.alloc(size));
     if (p == nullptr) return "an allocation failed after recovery";
     uint64_t lo = r.offset_of(p), hi = lo + size;
@@ -210,7 +189,7 @@ std::string check_image(const std::string& path, Discipline d, const std::vector
   }
   for (size_t i = 0; i < fresh.size(); i += 2) r.free(fresh[i]);
   for (const Kept& k : kept) {
-    if (!intact(static_cast<char*>(r.at(k.offset)), k.size, k.seed)) return "new objects overwrote one of the barrier";
+    if (!testing::pattern_intact(static_cast<char*>(r.at(k.offset)), k.size, k.seed)) return "new objects overwrote one of the barrier";
   }
   if (absl::Status s = r.check(); !s.ok()) return "check after new work: " + std::string(s.message());
   return "";

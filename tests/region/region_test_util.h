@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +136,31 @@ inline std::unique_ptr<Region> make_method_region(const std::string& name, Disci
   auto r = Region::create(name, o);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? std::move(*r) : nullptr;
+}
+
+// Object sizes of every kind, as a program publishing objects asks for
+// them: mostly small and medium, some large, some huge up to `huge_max`.
+inline size_t pick_object_size(std::mt19937& rng, uint32_t huge_max = 340000) {
+  switch (rng() % 16) {
+    case 0: return 20000 + rng() % 12000;                 // large
+    case 1: return 40000 + rng() % (huge_max - 40000);    // huge
+    default: return 8 + rng() % 500;                      // small and medium
+  }
+}
+
+// A pattern an object can be checked against later: its bytes from `seed`.
+inline void fill_pattern(char* p, size_t size, uint32_t seed) {
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
+    std::memcpy(p + i, &v, std::min<size_t>(8, size - i));
+  }
+}
+inline bool pattern_intact(const char* p, size_t size, uint32_t seed) {
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t v = seed * 0x9e3779b97f4a7c15ull + i;
+    if (std::memcmp(p + i, &v, std::min<size_t>(8, size - i)) != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace memd::testing

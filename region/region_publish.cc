@@ -1,0 +1,207 @@
+// Region::reserve / publish / cancel over the publish log (publish_log.h).
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "heap/crash_point.h"
+#include "heap/inspect.h"
+#include "region/publish_log.h"
+#include "region/region.h"
+#include "region/region_impl.h"
+
+namespace memd {
+namespace {
+
+region::PublishEntry* log_at(const RegionImpl& impl, void* p, uint64_t bytes) {
+  if (p == nullptr || reinterpret_cast<uintptr_t>(p) % alignof(region::PublishEntry) != 0 ||
+      bytes < uint64_t{region::kPublishEntries} * sizeof(region::PublishEntry)) {
+    return nullptr;
+  }
+  return static_cast<region::PublishEntry*>(p);
+}
+
+// This process's holder tag in the region's owner slots and logs.
+uint32_t holder_of(const RegionImpl& impl) { return impl.pool.holder(); }
+
+}  // namespace
+
+region::PersistFn RegionImpl::persist_fn() const {
+  return [this](const void* p, size_t n) {
+    size_t off = static_cast<size_t>(static_cast<const char*>(p) - region.base);
+    size_t lo = off & ~(heap::kPageSize - 1);
+    (void)source->persist(lo, off + n - lo);
+  };
+}
+
+region::PublishEntry* RegionImpl::find_publish_log() const {
+  if (region::PublishEntry* log = publish_log.load(std::memory_order_acquire)) return log;
+  uint64_t bytes = 0;
+  void* p = ready_root(region::kPublishLogRoot, root_type_hash(region::kPublishLogType), &bytes);
+  region::PublishEntry* log = log_at(*this, p, bytes);
+  if (log != nullptr) publish_log.store(log, std::memory_order_release);
+  return log;
+}
+
+void RegionImpl::settle_publish_log(const std::function<bool(uint32_t holder)>& dead) {
+  if (region::PublishEntry* log = find_publish_log()) region::settle_publish_log(region, log, dead, persist_fn());
+}
+
+region::PublishEntry* Region::publish_log() {
+  if (region::PublishEntry* log = impl_->find_publish_log()) return log;
+  if (impl_->read_only) {
+    errno = EROFS;
+    return nullptr;
+  }
+  uint64_t type = type_hash(region::kPublishLogType);
+  size_t bytes = size_t{region::kPublishEntries} * sizeof(region::PublishEntry);
+  auto [mem, construct] = reserve_root(region::kPublishLogRoot, bytes, alignof(region::PublishEntry), type, true);
+  if (mem != nullptr && construct) {
+    std::memset(mem, 0, bytes);
+    (void)persist(mem, bytes);
+    publish_root(region::kPublishLogRoot, true);
+  }
+  return impl_->find_publish_log();
+}
+
+void Region::free_orphaned_reservations() {
+  region::PublishEntry* log = impl_->find_publish_log();
+  if (log == nullptr || !impl_->registered) return;
+  const uint32_t me = holder_of(*impl_);
+  for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
+    region::PublishEntry& e = log[i];
+    uint32_t orphan = region::kOrphanHolder;
+    if (e.holder.load(std::memory_order_relaxed) != orphan ||
+        !e.holder.compare_exchange_strong(orphan, me, std::memory_order_acq_rel)) {
+      continue;
+    }
+    uint64_t object = e.object;
+    // The entry first, durable, then the object: a crash between leaks the
+    // object rather than freeing it twice.
+    region::release_publish_entry(e, impl_->persist_fn());
+    if (object != 0 && object - 1 < impl_->region.data_bytes) {
+      void* p = impl_->region.data + (object - 1);
+      if (size(p) != 0) free(p);
+    }
+  }
+}
+
+void* Region::reserve(size_t size) {
+  if (impl_->method != Method::kBest) {
+    errno = ENOTSUP;
+    return nullptr;
+  }
+  region::PublishEntry* log = publish_log();
+  if (log == nullptr) return nullptr;
+  const uint32_t me = holder_of(*impl_);
+  region::PublishEntry* e = nullptr;
+  for (int pass = 0; pass < 2 && e == nullptr; ++pass) {
+    for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
+      uint32_t none = 0;
+      if (log[i].holder.load(std::memory_order_relaxed) == 0 &&
+          log[i].holder.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {
+        e = &log[i];
+        break;
+      }
+    }
+    // Full: entries of dead processes may be waiting to be freed.
+    if (e == nullptr && pass == 0) free_orphaned_reservations();
+  }
+  if (e == nullptr) {
+    errno = EAGAIN;  // every entry holds a reservation
+    return nullptr;
+  }
+  void* p = alloc(size);
+  if (p == nullptr) {
+    int saved = errno;
+    region::release_publish_entry(*e, impl_->persist_fn());
+    errno = saved;
+    return nullptr;
+  }
+  // A crash before this store leaks the object (one in flight); after it,
+  // recovery frees it.
+  e->object = offset_of(p) + 1;
+  e->state.store(region::kEntryReserved, std::memory_order_release);
+  heap::crash_point("publish.reserved");  // reserved, never to be published
+  return p;
+}
+
+// This process's entry reserving `p`, or nullptr.
+static region::PublishEntry* entry_of(const RegionImpl& impl, const void* p) {
+  region::PublishEntry* log = impl.find_publish_log();
+  if (log == nullptr || !impl.region.contains(p)) return nullptr;
+  const uint64_t object = impl.region.offset_of(p) + 1;
+  const uint32_t me = impl.pool.holder();
+  for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
+    region::PublishEntry& e = log[i];
+    if (e.holder.load(std::memory_order_acquire) == me && e.object == object &&
+        e.state.load(std::memory_order_acquire) == region::kEntryReserved) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+void RegionImpl::persist_allocation(const void* p, size_t bytes) const {
+  region::PersistFn persist = persist_fn();
+  // The object and the chunk header before it (large objects), if any.
+  const char* c = static_cast<const char*>(p);
+  heap::PageIndex page{static_cast<uint32_t>(region.offset_of(p) >> heap::kPageShift)};
+  heap::PageIndex block{region.page(page).block};
+  const char* start = region.page_address(block);
+  const char* from = c - start >= 64 ? c - 64 : start;
+  persist(from, static_cast<size_t>(c + bytes - from));
+  // What makes it live: its block's page descriptors, its descriptor, and
+  // the header (the committed mark).
+  uint32_t pages = region.block(block).pages.value;
+  if (pages == 0 || pages > region.page_limit() - block.value) pages = 1;
+  persist(&region.page_descs[block.value], size_t{pages} * sizeof(heap::PackedPageDesc));
+  persist(&region.block(block), sizeof(heap::BlockDesc));
+  persist(region.base, heap::kPageSize);
+}
+
+absl::Status Region::publish(void* object, std::atomic<uint64_t>* link, uint64_t value) {
+  region::PublishEntry* e = entry_of(*impl_, object);
+  if (e == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": publish of ", absl::Hex(reinterpret_cast<uintptr_t>(object)),
+                                                   ", which is no reservation of this process"));
+  }
+  if (!contains(link) || region::publish_link_at(impl_->region, offset_of(link)) != link) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": publish into ", absl::Hex(reinterpret_cast<uintptr_t>(link)),
+                                                   ", which is no 8-byte word of the region's data"));
+  }
+  size_t bytes = size(object);
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": the reservation at ",
+                                                   absl::Hex(reinterpret_cast<uintptr_t>(object)), " is no live object"));
+  }
+  region::PersistFn persist = impl_->persist_fn();
+  // 1. The object, and what makes it live, reach the medium.
+  impl_->persist_allocation(object, bytes);
+  // 2. The intent: from here on, recovery finishes the publish.
+  e->link = offset_of(link);
+  e->value = value;
+  persist(e, sizeof *e);
+  e->state.store(region::kEntryPublishing, std::memory_order_release);
+  persist(e, sizeof *e);
+  heap::crash_point("publish.intent");  // the entry durable, the link not yet stored
+  // 3. The link.
+  link->store(value, std::memory_order_release);
+  persist(link, sizeof *link);
+  // 4. Done: the entry is free again.
+  region::release_publish_entry(*e, persist);
+  return absl::OkStatus();
+}
+
+absl::Status Region::cancel(void* object) {
+  region::PublishEntry* e = entry_of(*impl_, object);
+  if (e == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": cancel of ", absl::Hex(reinterpret_cast<uintptr_t>(object)),
+                                                   ", which is no reservation of this process"));
+  }
+  // The entry first: a crash between leaks the object, never frees it twice.
+  region::release_publish_entry(*e, impl_->persist_fn());
+  free(object);
+  return absl::OkStatus();
+}
+
+}  // namespace memd
