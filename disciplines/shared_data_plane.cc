@@ -109,7 +109,9 @@ bool SharedSource::persist(size_t offset, size_t len) {
     case DisciplineKind::kFile:
       return msync(base_ + start, end - start, MS_SYNC) == 0;
     case DisciplineKind::kPmem:
-      return internal::pmem_make_durable(base_ + start, end - start, is_pmem_);
+      // Cache flushes cover the exact range (a line at a time); pmem_msync
+      // aligns its start itself.
+      return internal::pmem_make_durable(base_ + offset, len, is_pmem_);
     case DisciplineKind::kAnonymous:
       break;
   }

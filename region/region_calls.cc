@@ -175,9 +175,8 @@ absl::Status Region::persist(const void* p, size_t n) {
       static_cast<size_t>(c - impl_->region.base) > impl_->source->reserved_bytes() - n) {
     return absl::OutOfRangeError("persist of a range outside the region");
   }
-  size_t off = static_cast<size_t>(c - impl_->region.base);
-  size_t lo = off & ~(heap::kPageSize - 1);
-  if (!impl_->source->persist(lo, off + n - lo)) {
+  // The discipline rounds out to what it must (pages for msync).
+  if (!impl_->source->persist(static_cast<size_t>(c - impl_->region.base), n)) {
     return absl::InternalError(absl::StrCat("persist failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();

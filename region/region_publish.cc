@@ -27,9 +27,8 @@ uint32_t holder_of(const RegionImpl& impl) { return impl.pool.holder(); }
 
 region::PersistFn RegionImpl::persist_fn() const {
   return [this](const void* p, size_t n) {
-    size_t off = static_cast<size_t>(static_cast<const char*>(p) - region.base);
-    size_t lo = off & ~(heap::kPageSize - 1);
-    (void)source->persist(lo, off + n - lo);
+    // The discipline rounds out to what it must (pages for msync).
+    (void)source->persist(static_cast<size_t>(static_cast<const char*>(p) - region.base), n);
   };
 }
 
@@ -151,12 +150,12 @@ void RegionImpl::persist_allocation(const void* p, size_t bytes) const {
   const char* from = c - start >= 64 ? c - 64 : start;
   persist(from, static_cast<size_t>(c + bytes - from));
   // What makes it live: its block's page descriptors, its descriptor, and
-  // the header (the committed mark).
+  // the header's committed mark (pages above it are free to recovery).
   uint32_t pages = region.block(block).pages.value;
   if (pages == 0 || pages > region.page_limit() - block.value) pages = 1;
   persist(&region.page_descs[block.value], size_t{pages} * sizeof(heap::PackedPageDesc));
   persist(&region.block(block), sizeof(heap::BlockDesc));
-  persist(region.base, heap::kPageSize);
+  persist(&region.header->page_heap.committed_pages, sizeof region.header->page_heap.committed_pages);
 }
 
 absl::Status Region::publish(void* object, std::atomic<uint64_t>* link, uint64_t value) {
