@@ -344,6 +344,32 @@ size_t pool_size(const Region& r, const PoolState& s, const PoolCache* cache, co
   return taken ? c->stride : 0;
 }
 
+namespace {
+
+// Gives a cache's objects back to their chunks' bitmaps: the objects `mask`
+// names in word `word` of chunk `c` (none if c is null), and each of
+// `freed`. Only bits that stand for objects are cleared, and only objects
+// of the pool's chunks (`locate`): a record another process wrote is no
+// better than its bytes. True if anything was given back.
+bool give_back(const Region& r, const PoolState& s, PoolChunk* c, uint32_t word, uint64_t mask, void* const* freed,
+               uint32_t n) {
+  bool returned = false;
+  if (c != nullptr && mask != 0 && word < words_of(c)) {
+    c->bits[word].fetch_and(~(mask & object_bits(c, word)), std::memory_order_release);
+    returned = true;
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = 0;
+    if (PoolChunk* fc = locate(r, s, freed[k], &i)) {
+      fc->bits[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
+      returned = true;
+    }
+  }
+  return returned;
+}
+
+}  // namespace
+
 void pool_cache_flush(const Region& r, PoolCache* cache) {
   if (cache == nullptr || cache->state == nullptr) return;
   const PoolState& s = *cache->state;
@@ -355,17 +381,8 @@ void pool_cache_flush(const Region& r, PoolCache* cache) {
   }
   // A cache from before a clear names chunks that may be gone: drop it.
   if (cache_current(cache, s)) {
-    if (cache->mask != 0) {
-      if (PoolChunk* c = chunk_at(r, r.offset_of(cache->chunk), cache->stride); c != nullptr && cache->word < words_of(c)) {
-        c->bits[cache->word].fetch_and(~cache->mask, std::memory_order_release);
-      }
-    }
-    for (uint32_t k = 0; k < cache->freed_count; ++k) {
-      uint32_t i = 0;
-      if (PoolChunk* c = locate(r, s, cache->freed[k], &i)) {
-        c->bits[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
-      }
-    }
+    PoolChunk* c = cache->mask != 0 ? chunk_at(r, r.offset_of(cache->chunk), cache->stride) : nullptr;
+    (void)give_back(r, s, c, cache->word, cache->mask, cache->freed, cache->freed_count);
   }
   char* cursor_chunk = cache->cursor_chunk;
   uint32_t cursor_word = cache->cursor_word;
@@ -396,22 +413,15 @@ void pool_return_record(const Region& r, PoolState& s, PoolCacheRecord* rec) {
   // as a claimer's own look at the list did (the record itself, written by
   // another process, orders nothing).
   (void)s.chunks.load(std::memory_order_acquire);
-  bool returned = false;
-  if (mask != 0 && chunk != 0) {
-    if (PoolChunk* c = chunk_at(r, chunk - 1, stride); c != nullptr && word < words_of(c)) {
-      c->bits[word].fetch_and(~(mask & object_bits(c, word)), std::memory_order_release);
-      returned = true;
-    }
-  }
+  PoolChunk* c = mask != 0 && chunk != 0 ? chunk_at(r, chunk - 1, stride) : nullptr;
+  // The record names offsets, which any process may have written: only
+  // those inside the data pages become addresses.
+  void* objects[kPoolCacheFreed];
+  uint32_t valid = 0;
   for (uint32_t k = 0; k < n; ++k) {
-    uint32_t i = 0;
-    if (freed[k] >= r.data_bytes) continue;
-    if (PoolChunk* c = locate(r, s, r.data + freed[k], &i)) {
-      c->bits[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
-      returned = true;
-    }
+    if (freed[k] < r.data_bytes) objects[valid++] = r.data + freed[k];
   }
-  if (returned) {
+  if (give_back(r, s, c, word, mask, objects, valid)) {
     // Room where no hint may say: let allocators look.
     s.room.store(1, std::memory_order_release);
   }
