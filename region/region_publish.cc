@@ -20,9 +20,6 @@ region::PublishEntry* log_at(const RegionImpl& impl, void* p, uint64_t bytes) {
   return static_cast<region::PublishEntry*>(p);
 }
 
-// This process's holder tag in the region's owner slots and logs.
-uint32_t holder_of(const RegionImpl& impl) { return impl.pool.holder(); }
-
 }  // namespace
 
 region::PersistFn RegionImpl::persist_fn() const {
@@ -65,7 +62,7 @@ region::PublishEntry* Region::publish_log() {
 void Region::free_orphaned_reservations() {
   region::PublishEntry* log = impl_->find_publish_log();
   if (log == nullptr || !impl_->registered) return;
-  const uint32_t me = holder_of(*impl_);
+  const uint32_t me = impl_->pool.holder();
   for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
     region::PublishEntry& e = log[i];
     uint32_t orphan = region::kOrphanHolder;
@@ -91,7 +88,7 @@ void* Region::reserve(size_t size) {
   }
   region::PublishEntry* log = publish_log();
   if (log == nullptr) return nullptr;
-  const uint32_t me = holder_of(*impl_);
+  const uint32_t me = impl_->pool.holder();
   region::PublishEntry* e = nullptr;
   for (int pass = 0; pass < 2 && e == nullptr; ++pass) {
     for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
