@@ -42,6 +42,9 @@ struct DaemonConfig {
   uint32_t max_sessions_per_process = 16;
   uint32_t max_connections_per_uid = 256;
   uint32_t max_regions_per_uid = 64;
+  // Bytes of region objects one user may own, summed over their regions as
+  // the objects grow (0: no limit; root: no limit).
+  uint64_t max_bytes_per_uid = 0;
   // A connection that has made no call this long after it was accepted is
   // closed (one that connects and sends nothing holds a descriptor).
   uint32_t handshake_timeout_s = 10;

@@ -65,6 +65,21 @@ absl::Status replayed_status(const JournalEntry& e) {
   return absl::Status(code, absl::StrCat("request ", e.request, " was answered before: ", absl::StatusCodeToString(code)));
 }
 
+// Growths of the region's object its owner's bytes refused so far.
+uint64_t growth_refusals(const ServedRegion& r) {
+  return r.bytes_account != nullptr ? r.bytes_account->refusals.load() : 0;
+}
+
+// A lease that failed because the region could not grow past its owner's
+// bytes says so: the page heap itself only knows it is out of memory.
+absl::Status explain_refusal(const ServedRegion& r, uint64_t refusals_before, absl::Status failed) {
+  const UidBytes::Account* a = r.bytes_account;
+  if (a == nullptr || a->refusals.load() == refusals_before) return failed;
+  return absl::ResourceExhaustedError(absl::StrCat("region \"", r.record.name, "\" cannot grow: its owner (uid ", a->uid,
+                                                   ") has ", a->used.load(), " bytes of regions, its limit (max-bytes-per-uid ",
+                                                   a->limit, ")"));
+}
+
 }  // namespace
 
 grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseRequest* req, v1::LeaseResponse* resp) {
@@ -99,9 +114,10 @@ grpc::Status LeaseRpcService::Lease(grpc::ServerContext* c, const v1::LeaseReque
           count = static_cast<uint32_t>(std::min<uint64_t>(count, quota - held));
         }
         heap::AcquiredBlock blocks[region::kMaxLeaseBatch];
+        const uint64_t refusals = growth_refusals(*t->region);
         absl::StatusOr<uint32_t> n = t->region->leases()->lease(
             t->slot, kind, static_cast<uint16_t>(req->size_class()), req->owner(), count, blocks);
-        if (!n.ok()) return n.status();
+        if (!n.ok()) return explain_refusal(*t->region, refusals, n.status());
         e.count = *n;
         for (uint32_t i = 0; i < *n; ++i) {
           e.pages[i] = blocks[i].first.value;
@@ -156,9 +172,10 @@ grpc::Status LeaseRpcService::LeaseRun(grpc::ServerContext* c, const v1::LeaseRu
     uint32_t align = req->align_pages() == 0 ? 1 : req->align_pages();
     return locked(*t, [&]() -> absl::Status {
       auto apply = [&](JournalEntry& e) -> absl::Status {
+        const uint64_t refusals = growth_refusals(*t->region);
         absl::StatusOr<heap::AcquiredBlock> b =
             t->region->leases()->acquire_huge(t->slot, heap::PageCount{req->pages()}, heap::PageCount{align});
-        if (!b.ok()) return b.status();
+        if (!b.ok()) return explain_refusal(*t->region, refusals, b.status());
         e.count = 1;
         e.pages[0] = b->first.value;
         e.zeroed = b->zeroed ? 1 : 0;

@@ -78,6 +78,9 @@ void collect_regions(DaemonState* state, Families* f) {
     if (stat(object_os_path(r->record).c_str(), &sb) == 0) {
       f->gauge("memd_region_backing_bytes", "Bytes allocated in the region's backing file or shm object.", l,
                static_cast<double>(sb.st_blocks) * 512);
+      f->gauge("memd_region_object_length_bytes",
+               "Length of the region's backing object: it grows online as pages are used, and shrinks at compaction.", l,
+               static_cast<double>(sb.st_size));
     }
     std::lock_guard<std::mutex> g(r->lock);
     if (!r->usable().ok()) continue;

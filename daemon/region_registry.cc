@@ -88,7 +88,13 @@ std::shared_ptr<ServedRegion> RegionRegistry::add_locked(CatalogRecord record, s
   s->handle = static_cast<uint32_t>(regions_.size() + 1);
   s->record = std::move(record);
   s->owner = std::move(region);
+  // Its object counts against its owner's bytes from now on, as it is and
+  // as it grows (a damaged region's object still takes its space).
+  s->bytes_account = uid_bytes_.account(s->record.owner_uid);
+  struct stat st;
+  if (::stat(object_os_path(s->record).c_str(), &st) == 0) UidBytes::add(s->bytes_account, st.st_size);
   if (s->owner != nullptr) {
+    s->owner->set_length_policy(UidBytes::policy, s->bytes_account);
     absl::StatusOr<std::unique_ptr<LeaseJournal>> j = LeaseJournal::open(
         catalog_->journal_path(s->record.name), s->owner->header_facts().max_clients, fresh);
     if (j.ok()) {
@@ -202,6 +208,10 @@ absl::StatusOr<std::shared_ptr<ServedRegion>> RegionRegistry::create_locked(cons
                                                    config_.max_region_bytes, " (max-region-bytes)"));
   }
   if (args.mode > 0777) return absl::InvalidArgumentError(absl::StrCat("mode ", args.mode, " is not a permission mode"));
+  if (!uid_bytes_.under_limit(who.uid)) {
+    UidBytes::Account* a = uid_bytes_.account(who.uid);
+    return absl::ResourceExhaustedError(absl::StrCat("uid ", who.uid, " owns ", a->used.load(), " bytes of regions, its limit (max-bytes-per-uid ", a->limit, ")"));
+  }
   CatalogRecord rec;
   rec.name = args.name;
   rec.discipline = args.discipline;
@@ -286,6 +296,7 @@ absl::Status RegionRegistry::remove(std::string_view name, const Peer& who) {
                                                       ") or root may remove region \"", std::string(name), "\""));
     }
     CatalogRecord rec = r->record;
+    uint64_t length = 0;  // what its object takes of its owner's bytes
     {
       // Under the lock attach() counts under: no client attaches meanwhile.
       std::lock_guard<std::mutex> rg(r->lock);
@@ -293,8 +304,11 @@ absl::Status RegionRegistry::remove(std::string_view name, const Peer& who) {
         return absl::FailedPreconditionError(absl::StrCat("region \"", std::string(name), "\" is in use by ", holders,
                                                           " client(s) (attached, or waiting to resume)"));
       }
+      struct stat st;
+      if (::stat(object_os_path(rec).c_str(), &st) == 0) length = static_cast<uint64_t>(st.st_size);
       r->owner.reset();
     }
+    UidBytes::remove(r->bytes_account, length);
     r.reset();
     if (absl::Status s = Region::remove(rec.object, rec.discipline); !s.ok() && !absl::IsNotFound(s)) return s;
     log_info("region \"", rec.name, "\" removed by uid ", who.uid);

@@ -22,6 +22,7 @@
 #include "daemon/config.h"
 #include "daemon/lease_journal.h"
 #include "daemon/peer.h"
+#include "daemon/uid_bytes.h"
 
 namespace memd::daemon {
 
@@ -47,6 +48,8 @@ struct ServedRegion {
   // Guarded by `lock`; `damaged` may be read without it.
   std::string damage;
   std::atomic<bool> damaged{false};
+  // Its owner's bytes, which every growth of its object asks (uid_bytes.h).
+  UidBytes::Account* bytes_account = nullptr;
 
   region::LeaseService* leases() const { return owner->lease_service(); }
 
@@ -85,7 +88,8 @@ struct KeptLease {
 
 class RegionRegistry {
  public:
-  RegionRegistry(const DaemonConfig& config, Catalog* catalog) : config_(config), catalog_(catalog) {}
+  RegionRegistry(const DaemonConfig& config, Catalog* catalog)
+      : config_(config), catalog_(catalog), uid_bytes_(config.max_bytes_per_uid) {}
 
   // Opens every region of the catalog. A region that cannot be opened is
   // logged and skipped (the others are served).
@@ -108,6 +112,7 @@ class RegionRegistry {
 
   const DaemonConfig& config_;
   Catalog* catalog_;
+  UidBytes uid_bytes_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<ServedRegion>> regions_;  // by handle - 1; null once removed
 };

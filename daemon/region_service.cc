@@ -160,7 +160,10 @@ void describe_region(ServedRegion& r, v1::RegionInfo* out) {
   uint64_t leased = 0;
   for (uint32_t i = 0; i < h.max_clients; ++i) leased += r.leases()->blocks_held(i);
   struct stat sb {};
-  if (stat(object_os_path(rec).c_str(), &sb) == 0) out->set_backing_bytes(uint64_t(sb.st_blocks) * 512);
+  if (stat(object_os_path(rec).c_str(), &sb) == 0) {
+    out->set_backing_bytes(uint64_t(sb.st_blocks) * 512);
+    out->set_object_length(static_cast<uint64_t>(sb.st_size));
+  }
   out->set_pages_total(h.max_pages);
   out->set_pages_in_use(st.pages_in_use);
   out->set_pages_free(st.pages_dirty + st.pages_discarded);

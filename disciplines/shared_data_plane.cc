@@ -3,6 +3,8 @@
 // beyond the system call itself; failure is `false` with errno.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -71,6 +73,55 @@ bool SharedSource::commit(size_t offset, size_t len) {
        offset, len, error);
   errno = full ? ENOMEM : error;
   return false;
+}
+
+bool SharedSource::extend(size_t end) {
+  const size_t length = known_length_.load(std::memory_order_relaxed);
+  if (end <= length) return true;
+  if (read_only_ || base_ == nullptr) {
+    errno = read_only_ ? EROFS : EINVAL;
+    return false;
+  }
+  auto refuse = [&](const char* what, int error) {
+    fire(SourceEvent::kNoMemory, what, length, end - length, error);
+    errno = error;
+    return false;
+  };
+  if (end > mapped_ || (end & kPageMask) != 0) return refuse("grow: past the region's reservation", ENOMEM);
+  // Past RLIMIT_FSIZE, ftruncate would also raise SIGXFSZ, whose default
+  // action ends the process: refuse before asking.
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && end > limit.rlim_cur) {
+    return refuse("grow: past the process's file size limit (RLIMIT_FSIZE)", EFBIG);
+  }
+  if (policy_ != nullptr && !policy_(policy_context_, length, end)) {
+    return refuse("grow: refused by the quota", EDQUOT);
+  }
+  while (ftruncate(fd_, static_cast<off_t>(end)) != 0) {
+    if (errno == EINTR) continue;
+    int error = errno;
+    if (policy_ != nullptr) policy_(policy_context_, end, length);  // hand the quota back
+    return refuse("grow: cannot lengthen the object", error);
+  }
+  known_length_.store(end, std::memory_order_relaxed);
+  if (required_.load(std::memory_order_relaxed) < end) required_.store(end, std::memory_order_relaxed);
+  return true;
+}
+
+bool SharedSource::shrink(size_t end) {
+  const size_t length = known_length_.load(std::memory_order_relaxed);
+  if (kind_ == DisciplineKind::kPmem || read_only_ || base_ == nullptr || end >= length || (end & kPageMask) != 0) {
+    return false;
+  }
+  // What this process relies on comes down first: a backing_status call
+  // meanwhile must not find the shorter object "truncated".
+  if (required_.load(std::memory_order_relaxed) > end) required_.store(end, std::memory_order_relaxed);
+  while (ftruncate(fd_, static_cast<off_t>(end)) != 0) {
+    if (errno != EINTR) return false;
+  }
+  if (policy_ != nullptr) policy_(policy_context_, length, end);
+  known_length_.store(end, std::memory_order_relaxed);
+  return true;
 }
 
 bool SharedSource::discard(size_t offset, size_t len) {

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <optional>
@@ -91,10 +92,19 @@ absl::StatusOr<std::unique_ptr<SharedSource>> SharedSource::open(DisciplineKind 
     // The mode exactly as asked: who may share a region is the caller's
     // decision, not the umask's.
     if (fchmod(fd, options.mode) != 0) return fail(errno, "cannot set its mode");
-    // The final length at once, as a sparse object: it is mapped whole and
-    // never grows, so no mapping reaches past its end. Backing comes later,
-    // range by range, from commit().
-    if (ftruncate(fd, static_cast<off_t>(options.length)) != 0) return fail(errno, "cannot set its length");
+    // Its first length, as a sparse object: it grows later (extend) up to
+    // its reservation, and backing comes range by range from commit().
+    // libpmem maps a file whole, at its length: pmem starts at its reservation.
+    size_t initial = options.initial_length == 0 || kind == DisciplineKind::kPmem
+                         ? options.length
+                         : std::min(options.initial_length, options.length);
+    if (initial % kSharedPageSize != 0) {
+      close(fd);
+      unlink_object(kind, name);
+      return absl::InvalidArgumentError(absl::StrCat(object, ": initial length ", initial,
+                                                     " is not a multiple of ", kSharedPageSize));
+    }
+    if (ftruncate(fd, static_cast<off_t>(initial)) != 0) return fail(errno, "cannot set its length");
   }
   struct stat st;
   if (fstat(fd, &st) != 0) return fail(errno, "cannot stat");
@@ -175,8 +185,8 @@ absl::Status SharedSource::backing_status() const {
   }
   struct stat st;
   if (fstat(fd_, &st) != 0) return internal::errno_status(errno, describe(), "cannot stat");
-  if (static_cast<size_t>(st.st_size) < mapped_) {
-    return absl::DataLossError(absl::StrCat(describe(), ": truncated to ", st.st_size, " bytes of ", mapped_));
+  if (const size_t required = required_length(); static_cast<size_t>(st.st_size) < required) {
+    return absl::DataLossError(absl::StrCat(describe(), ": truncated to ", st.st_size, " bytes of ", required));
   }
   return absl::OkStatus();
 }
@@ -227,18 +237,31 @@ bool SharedSource::maps_same_object_at(void* address, size_t len) const {
   return ok && covered >= end;
 }
 
-absl::Status SharedSource::map(void* hint) {
+absl::Status SharedSource::map(void* hint, size_t reservation) {
   if (base_ != nullptr) return absl::FailedPreconditionError(absl::StrCat(describe(), ": already mapped"));
   struct stat st;
   if (fstat(fd_, &st) != 0) return internal::errno_status(errno, describe(), "cannot stat");
-  const size_t len = static_cast<size_t>(st.st_size);
-  if (len == 0) return absl::FailedPreconditionError(absl::StrCat(describe(), ": is empty"));
+  size_t object_len = static_cast<size_t>(st.st_size);
+  if (object_len == 0) return absl::FailedPreconditionError(absl::StrCat(describe(), ": is empty"));
   // Objects are made in whole pages; a partial last page could not be
   // committed or discarded as the heap expects.
-  if (len % kSharedPageSize != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(describe(), ": length ", len,
+  if (object_len % kSharedPageSize != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(describe(), ": length ", object_len,
                                                       " is not a multiple of ", kSharedPageSize));
   }
+  if (reservation % kSharedPageSize != 0 || reservation > kMaxSharedObject) {
+    return absl::InvalidArgumentError(absl::StrCat(describe(), ": a reservation of ", reservation,
+                                                   " bytes is not whole pages of at most ", kMaxSharedObject));
+  }
+  if (kind_ == DisciplineKind::kPmem && !read_only_ && object_len < reservation) {
+    // A file that grew as kFile, opened as pmem: libpmem maps only whole
+    // files, so it takes its whole reservation now (sparse: no backing).
+    if (ftruncate(fd_, static_cast<off_t>(reservation)) != 0) {
+      return internal::errno_status(errno, describe(), "cannot lengthen it to its reservation for libpmem");
+    }
+    object_len = reservation;
+  }
+  const size_t len = std::max(object_len, reservation);
 
   if (kind_ == DisciplineKind::kPmem && !read_only_) {
     // libpmem opens the file read-write itself and picks an address suited to
@@ -278,6 +301,8 @@ absl::Status SharedSource::map(void* hint) {
     base_ = static_cast<char*>(p);
   }
   mapped_ = len;
+  known_length_.store(object_len, std::memory_order_relaxed);
+  required_.store(object_len, std::memory_order_relaxed);
   add_live(base_);
   guard_ = guard_range(base_, mapped_);
   // A heap touches its pages in no order, so read-around only faults in

@@ -8,9 +8,13 @@
 //          behaves like kFile (is_pmem() tells which)
 //
 // The rules every shared discipline keeps:
-//  - The object is created once at its final length as a sparse object and
-//    mapped once, whole. Pages another process adds later are visible to every
-//    mapper without a remap, and no mapping ever reaches past the end of file.
+//  - Every process maps the object once, over its whole reservation (the most
+//    it may ever grow to), however long the object is now. The object grows
+//    (extend) before any page past its end is used, and shrinks (shrink) only
+//    over pages nobody uses: a page past the end is never touched, and pages
+//    another process adds later are visible to every mapper without a remap.
+//    kPmem objects are created at their whole reservation (libpmem maps a
+//    file whole) and neither grow nor shrink.
 //  - Backing is allocated (fallocate) before the heap touches a range
 //    (commit). A full file system is then an error return and a kNoMemory
 //    event, never a SIGBUS at the first write.
@@ -23,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,8 +58,14 @@ struct SourceEventInfo {
 // Called from data-plane code: must not allocate.
 using SourceEventHandler = void (*)(void* context, const SourceEventInfo& info);
 
+// Told of every change of an object's length this process makes: before it
+// grows (returning false refuses the growth: a quota) and after it shrinks
+// (the return value is ignored). Data-plane: must not allocate or block.
+using LengthPolicy = bool (*)(void* context, size_t old_length, size_t new_length);
+
 struct SharedSourceOptions {
-  size_t length = 0;       // create: the fixed length of the object == the reservation (a multiple of 4096)
+  size_t length = 0;       // create: the reservation, the most the object may grow to (a multiple of 4096)
+  size_t initial_length = 0;  // create: the object's length at first (0: `length`; kPmem: always `length`)
   bool create = false;     // create a new object; ALREADY_EXISTS if it exists (O_EXCL)
   bool read_only = false;  // open an existing object for reading only
   mode_t mode = 0600;
@@ -95,21 +106,30 @@ class SharedSource final : public heap::MemorySource {
 
   // The current length of the backing object (fstat); 0 if that fails.
   size_t length() const;
-  // Whether the mapping is still backed whole: DATA_LOSS if the object is
-  // now shorter than the mapping, or a fault in the mapping found no backing
-  // (contained by the fault guard, see fault_guard.h). Once this fails, the
-  // mapping holds private zero pages where the fault was: stop using it.
+  // Whether what this process relies on is still backed: DATA_LOSS if the
+  // object is now shorter than the length this process requires (its own
+  // extend and shrink calls, or set_required_length), or a fault in the
+  // mapping found no backing (contained by the fault guard, see
+  // fault_guard.h). Once this fails, the mapping holds private zero pages
+  // where the fault was: stop using it.
   absl::Status backing_status() const;
+  // The length below which a shorter object means it was truncated under
+  // this process (at map: the object's length then).
+  void set_required_length(size_t bytes) { required_.store(bytes, std::memory_order_relaxed); }
+  size_t required_length() const { return required_.load(std::memory_order_relaxed); }
   // Reads from the object without mapping it (to check a header before
   // mapping). OUT_OF_RANGE if the object is shorter than offset + len.
   absl::Status read(size_t offset, void* out, size_t len) const;
-  // Maps the whole object MAP_SHARED, writable unless read_only. A non-null
+  // Maps the object MAP_SHARED over `reservation` bytes (0: its length now;
+  // never less than its length), writable unless read_only. Pages past the
+  // object's end are address space only, until the object grows over them.
+  // A non-null
   // `hint` is tried exactly (MAP_FIXED_NOREPLACE) before anywhere else;
   // at_hint() tells which happened. If the hint range is this process's
   // inherited mapping of the same object (a forked child), the object is
   // mapped over it. kPmem maps through libpmem, which picks
   // the address itself (the hint is ignored). Fires kOpen.
-  absl::Status map(void* hint = nullptr);
+  absl::Status map(void* hint = nullptr, size_t reservation = 0);
   bool at_hint() const { return at_hint_; }
   // Takes an exclusive, non-blocking flock on the object: the region's single
   // owner. FAILED_PRECONDITION if another open of the object holds it. The
@@ -136,6 +156,21 @@ class SharedSource final : public heap::MemorySource {
   // Makes the range (rounded out to pages) durable: shm nothing, file msync,
   // pmem pmem_persist on real pmem and pmem_msync elsewhere.
   bool persist(size_t offset, size_t len) override;
+  // Lengthens the object to `end` bytes (a sparse extension: no backing yet),
+  // if it is shorter, after the length policy agrees. Refusals fire
+  // kNoMemory naming the reason: EDQUOT (the policy), EFBIG (the process's
+  // file size limit), ENOMEM (past the reservation), or ftruncate's error.
+  bool extend(size_t end) override;
+  // Cuts the object to `end` bytes. REQUIRES: no process uses a page past
+  // `end` (the page-heap owner's free tail). False if nothing was cut.
+  bool shrink(size_t end) override;
+  // The object's length as this process last set or saw it (no system call).
+  size_t known_length() const { return known_length_.load(std::memory_order_relaxed); }
+  // Set before the first extend: every growth asks it, every shrink tells it.
+  void set_length_policy(LengthPolicy policy, void* context) {
+    policy_ = policy;
+    policy_context_ = context;
+  }
 
   // In a child made by fork(): turns this process's mapping of the object
   // into a private copy-on-write one at the same address, so that the child
@@ -177,12 +212,18 @@ class SharedSource final : public heap::MemorySource {
   bool created_ = false;
   char* base_ = nullptr;
   size_t mapped_ = 0;
+  // Written by the page-heap owner's growth (under its lock), read by any
+  // thread (stat, backing_status).
+  std::atomic<size_t> known_length_{0};  // the object's length as this process last set or saw it
+  std::atomic<size_t> required_{0};      // see backing_status
   bool at_hint_ = false;
   bool is_pmem_ = false;
   bool mapped_by_pmem_ = false;  // unmap with pmem_unmap, not munmap
   int guard_ = -1;               // the mapping's slot in the fault guard
   SourceEventHandler handler_ = nullptr;
   void* handler_context_ = nullptr;
+  LengthPolicy policy_ = nullptr;
+  void* policy_context_ = nullptr;
 };
 
 }  // namespace memd::disciplines

@@ -45,6 +45,16 @@ class MemorySource {
 
   // Makes [offset, offset + len) durable (no-op for volatile memory).
   virtual bool persist(size_t offset, size_t len) { return true; }
+
+  // Online growth of a backing object shorter than the reservation: makes
+  // the bytes below `end` exist (still uncommitted) before the heap hands
+  // out any page there. False, errno set, if the object may not grow (a
+  // quota, a file size limit). Memory without an object has nothing to do.
+  virtual bool extend(size_t end) { return true; }
+  // Cuts the backing object to `end` bytes, giving the tail back. REQUIRES:
+  // nothing uses a byte past `end`. False if the source cannot (or the
+  // object is no longer than `end`): the tail then simply stays.
+  virtual bool shrink(size_t end) { return false; }
 };
 
 }  // namespace memd::heap

@@ -262,6 +262,13 @@ bool grow(const Region& r, MemorySource& source, PageCount n) {
     return false;
   }
   uint32_t step = std::min(room, std::max({n.value, kGrowMinPages, committed / 8}));
+  // A backing object shorter than the reservation grows first (online
+  // growth): no page is handed out past its end. Retry with exactly what is
+  // needed before giving up (a quota may leave room for that).
+  if (!source.extend(data_offset_of(r, PageIndex{committed + step}))) {
+    step = n.value;
+    if (!source.extend(data_offset_of(r, PageIndex{committed + step}))) return false;
+  }
   if (!commit_tables(r, source, committed + step)) return false;
   if (!source.commits_on_use() &&
       !source.commit(data_offset_of(r, PageIndex{committed}), PageCount{step}.bytes())) {
@@ -393,6 +400,26 @@ void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCoun
                       uint32_t now_ms) {
   r.block(first).pages = want;
   page_heap_free(r, first + want, PageCount{have.value - want.value}, now_ms);
+}
+
+PageCount page_heap_trim(const Region& r, MemorySource& source) {
+  PageHeapState& s = r.header->page_heap;
+  uint32_t committed = r.committed_pages(std::memory_order_relaxed);
+  if (committed == 0) return {0};
+  // Only a run in the bins: a run being discarded outside the lock is
+  // kPurging, which free_run_at does not name.
+  PageIndex run = free_run_at(r, PageIndex{committed - 1});
+  if (run == kNoPage || r.page(run).kind != PageKind::kFree || r.page(run).block != run.value) return {0};
+  PageCount n = run_length(r, run, r.block(run).pages);
+  if (run.value + n.value != committed) return {0};
+  // The object first: if it cannot shrink, nothing changed. A crash after
+  // it leaves free pages past the end, which the next owner cuts off (they
+  // are never touched before).
+  if (!source.shrink(data_offset_of(r, run))) return {0};
+  run_remove(r, run);
+  s.committed_pages.store(run.value, std::memory_order_release);
+  for (uint32_t i = 0; i < n.value; ++i) r.set_page(run + PageCount{i}, PageDesc{});
+  return n;
 }
 
 void page_heap_reset(const Region& r) {

@@ -45,6 +45,12 @@ bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, Pa
 void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCount want,
                       uint32_t now_ms);
 
+// Gives the free run at the top of the committed pages back to the source
+// (MemorySource::shrink: a shared object gets shorter) and lowers the
+// committed mark below it. Returns the pages given back (0 if the top page
+// is in use, or the source cannot shrink). Vmalloc's compact, growth's undo.
+PageCount page_heap_trim(const Region& r, MemorySource& source);
+
 // Recovery: forgets every free run and counter, keeping the committed mark.
 void page_heap_reset(const Region& r);
 // Recovery: records [first, first + n) as free pages in `state` (a RunState),

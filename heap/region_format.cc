@@ -34,6 +34,10 @@ RegionGeometry geometry(uint32_t max_pages, const FormatSpec& spec) {
 
 }  // namespace
 
+RegionGeometry region_geometry(size_t reserved_bytes, const FormatSpec& spec) {
+  return geometry(region_max_pages(reserved_bytes, spec), spec);
+}
+
 uint32_t region_max_pages(size_t reserved_bytes, const FormatSpec& spec) {
   // Each data page costs a page plus its two descriptors.
   uint64_t per_page = kPageSize + sizeof(PackedPageDesc) + sizeof(BlockDesc);
@@ -159,11 +163,15 @@ FormatError region_validate(const RegionHeader& h, uint64_t object_bytes, char* 
   if (committed > h.max_pages || h.page_heap.table_pages > h.max_pages) {
     return fail(FormatError::kCorrupt, "region says %u pages are in use of %u", committed, h.max_pages);
   }
-  if (object_bytes < h.total_bytes) {
-    return fail(FormatError::kTruncated, "truncated: %llu bytes, the region needs %llu",
+  // The object may be shorter than the reservation (it grows online), but
+  // never shorter than the tables. Data pages past its end are checked by
+  // the owner at open (pages in use there mean it was cut).
+  if (object_bytes < h.data_offset) {
+    return fail(FormatError::kTruncated, "truncated: %llu bytes, the region's tables need %llu",
                 static_cast<unsigned long long>(object_bytes),
-                static_cast<unsigned long long>(h.total_bytes));
+                static_cast<unsigned long long>(h.data_offset));
   }
+
   if (upgradable) {
     return fail(FormatError::kUpgradable,
                 "region format version %u; this build reads version %u and upgrades the region in place "

@@ -28,6 +28,9 @@ bool init_shared_mutex(pthread_mutex_t* m);
 
 // Data pages a reservation of `reserved_bytes` can hold with the tables `spec` asks for.
 uint32_t region_max_pages(size_t reserved_bytes, const FormatSpec& spec);
+// Where region_format puts the parts of such a region: a backing object must
+// be at least data_offset long (the tables) before the first data page.
+RegionGeometry region_geometry(size_t reserved_bytes, const FormatSpec& spec);
 
 // Lays out a fresh region over the whole of `source`: header, tables, no
 // data pages yet. Returns false (errno set) if the source cannot commit the
@@ -46,7 +49,7 @@ enum class FormatError {
   kPageSize,       // made with another page size
   kIncompatible,   // header size, size classes or parameters this build cannot run
   kCorrupt,        // offsets or counts that do not fit together
-  kTruncated,      // the object is shorter than the region it holds
+  kTruncated,      // the object is shorter than the region's tables
 };
 
 // Checks the header `h` of an object `object_bytes` long. On error writes a

@@ -13,7 +13,7 @@ struct RegionStats {
   size_t free_objects = 0, free_bytes = 0;  // free space inside blocks
   size_t sampled_objects = 0;               // live objects marked as allocation samples
   size_t segregated_blocks = 0, large_blocks = 0, huge_objects = 0;
-  size_t pages_committed = 0;   // high-water mark of the data pages
+  size_t pages_committed = 0;   // data pages handed to the page heap (its backing object holds them)
   size_t pages_in_use = 0;      // in blocks and huge objects
   size_t pages_owned = 0;       // in blocks a thread heap or a client's stash holds now
   size_t pages_dirty = 0;       // free, possibly resident

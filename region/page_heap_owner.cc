@@ -95,7 +95,7 @@ heap::RunAllocation PageHeapOwner::alloc_run_locked(PageCount pages, PageKind ki
   // the request while the reservation has no more to give. Discarding the
   // dirty ones merges them with their neighbours: look again after that.
   unlock();
-  purge_all();
+  purge_all(/*trim_tail=*/false);
   lock();
   return heap::page_heap_alloc(region_, *source_, pages, kind, cls, align);
 }
@@ -350,7 +350,7 @@ uint64_t PageHeapOwner::purge_batch_locked_then_unlock(uint32_t now, uint32_t li
   return pages;
 }
 
-void PageHeapOwner::purge_all() {
+void PageHeapOwner::purge_all(bool trim_tail) {
   // A discarded page leaves the dirty list, so one pass discards at most
   // every committed page, plus what others free meanwhile. The budget ends
   // the pass on a dirty list clients made circular (its runs come back
@@ -359,10 +359,15 @@ void PageHeapOwner::purge_all() {
   uint64_t budget = uint64_t{region_.committed_pages()} * 2;
   for (;;) {
     uint64_t pages = purge_batch_locked_then_unlock(now_ms(), 0, 0);
-    if (pages == 0 || pages >= budget) return;
+    if (pages == 0 || pages >= budget) break;
     budget -= pages;
     lock();
   }
+  // Then the free tail, whole: a shared object shrinks over it.
+  if (!trim_tail) return;
+  lock();
+  pages_trimmed_.fetch_add(heap::page_heap_trim(region_, *source_).value, std::memory_order_relaxed);
+  unlock();
 }
 
 heap::RegionStats PageHeapOwner::stat() {

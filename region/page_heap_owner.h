@@ -51,8 +51,12 @@ class PageHeapOwner final : public heap::BlockSource {
   // A shared region (its clients lease from the same free pages) keeps one.
   uint32_t huge_runs_kept() const override { return source_->commits_on_use() ? 1 : 8; }
 
-  // Discards every dirty free page now (Vmalloc's compact, page part).
-  void purge_all();
+  // Discards every dirty free page now, then (with `trim_tail`) gives the
+  // free tail back (page_heap_trim: a shared object shrinks). Vmalloc's
+  // compact, page part.
+  void purge_all(bool trim_tail = true);
+  // Pages given back by shrinking the backing object since this owner began.
+  uint64_t pages_trimmed() const { return pages_trimmed_.load(std::memory_order_relaxed); }
   // Collects remote frees into abandoned blocks; releases the empty ones.
   void sweep_abandoned();
   size_t abandoned_blocks() const { return abandoned_count_.load(std::memory_order_relaxed); }
@@ -102,6 +106,7 @@ class PageHeapOwner final : public heap::BlockSource {
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   heap::MemorySource* source_ = nullptr;
   std::atomic<uint64_t> pages_moved_{0};
+  std::atomic<uint64_t> pages_trimmed_{0};
   heap::Region region_;
   heap::SizeClasses classes_{heap::HeapParams{}};
   heap::PageIndex abandoned_[heap::kMaxSegregatedClasses + 1];  // last: large blocks

@@ -75,11 +75,18 @@ void forward_source_event(void* context, const disciplines::SourceEventInfo& inf
   impl->event(e, impl->source && impl->source->base() ? impl->source->base() + info.offset : nullptr, info.what);
 }
 
-// Reads and validates the header of an object before mapping it. Returns
-// where the region prefers to be mapped. A region of an older format is
-// accepted only by an owner (`as_owner`), which upgrades it once mapped.
-absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, Method m, bool as_owner,
-                                     Method* method) {
+// Where a region prefers to be mapped, and how much address space it takes.
+struct MapPlan {
+  uint64_t preferred_base = 0;
+  uint64_t reservation = 0;  // the whole region, however long its object is now
+  uint64_t tables = 0;       // the bytes before its first data page
+};
+
+// Reads and validates the header of an object before mapping it. A region
+// of an older format is accepted only by an owner (`as_owner`), which
+// upgrades it once mapped.
+absl::StatusOr<MapPlan> read_header(const SharedSource& source, Discipline d, Method m, bool as_owner,
+                                    Method* method) {
   alignas(heap::RegionHeader) unsigned char bytes[sizeof(heap::RegionHeader)] = {};
   const auto& h = *reinterpret_cast<const heap::RegionHeader*>(bytes);
   size_t len = source.length();
@@ -118,7 +125,7 @@ absl::StatusOr<uint64_t> read_header(const SharedSource& source, Discipline d, M
                                                       ", asked for method ", method_name(m)));
   }
   *method = *made;
-  return h.preferred_base;
+  return MapPlan{h.preferred_base, h.total_bytes, h.data_offset};
 }
 
 // The heap's view of a freshly mapped region. In AddressSanitizer builds the
@@ -344,6 +351,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
   impl->handler_context = options.event_context;
   disciplines::SharedSourceOptions so;
   so.length = bytes;
+  // The object starts as long as the tables and grows as the heap uses pages.
+  so.initial_length = heap::region_geometry(bytes, spec).data_offset;
   so.create = true;
   so.mode = options.mode;
   absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(options.discipline), name, so);
@@ -356,7 +365,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
     return s;
   };
   if (absl::Status s = impl->source->lock_owner(); !s.ok()) return fail(s);
-  if (absl::Status s = impl->source->map(preferred_address(name)); !s.ok()) return fail(s);
+  if (absl::Status s = impl->source->map(preferred_address(name), bytes); !s.ok()) return fail(s);
   if (!heap::region_format(*impl->source, spec)) {
     return fail(absl::ResourceExhaustedError(absl::StrCat("cannot format the region: ", std::strerror(errno))));
   }
@@ -370,7 +379,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::create(std::string_view name, co
 namespace {
 
 absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, Discipline d, Method m,
-                                                         bool read_only, bool as_owner, uint64_t* preferred_base) {
+                                                         bool read_only, bool as_owner, MapPlan* plan) {
   if (absl::Status s = check_name(name, d); !s.ok()) return s;
   auto impl = std::make_unique<RegionImpl>();
   impl->name = std::string(name);
@@ -381,11 +390,59 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> map_existing(std::string_view name, 
   absl::StatusOr<std::unique_ptr<SharedSource>> src = SharedSource::open(kind_of(d), name, so);
   if (!src.ok()) return src.status();
   impl->source = std::move(*src);
-  absl::StatusOr<uint64_t> base = read_header(*impl->source, d, m, as_owner, &impl->method);
-  if (!base.ok()) return base.status();
-  *preferred_base = *base;
+  absl::StatusOr<MapPlan> read = read_header(*impl->source, d, m, as_owner, &impl->method);
+  if (!read.ok()) return read.status();
+  *plan = *read;
   impl->source->set_event_handler(forward_source_event, impl.get());
   return impl;
+}
+
+// Maps an existing region over its whole reservation, at its preferred
+// base if free. A process that is not the owner relies only on the tables
+// being there: the owner grows and shrinks the object over data pages.
+absl::Status map_planned(RegionImpl* r, const MapPlan& plan) {
+  size_t reservation = (plan.reservation + heap::kPageSize - 1) & ~(heap::kPageSize - 1);
+  if (absl::Status s = r->source->map(reinterpret_cast<void*>(plan.preferred_base), reservation); !s.ok()) return s;
+  r->source->set_required_length(plan.tables);
+  return absl::OkStatus();
+}
+
+// The owner's first look at the object's length against the page heap's
+// committed mark. Pages past the end were handed out after the last durable
+// point (a power cut can undo a growth that never reached the disk, while
+// descriptors written later did), or the object was cut while closed. Either
+// way what lay there is gone: the committed mark comes down to the end, the
+// recovery that follows frees every block reaching past it, and the objects
+// lost are counted as a crash's are (HeaderFacts::leaked_objects). A clean
+// close cannot tell: after a power cut the header may be older than the
+// descriptors.
+absl::Status fit_to_backing(RegionImpl* r) {
+  heap::Region& g = r->region;
+  const size_t tables = static_cast<size_t>(g.data - g.base);
+  const size_t length = r->source->known_length();
+  r->source->set_required_length(std::max(tables, length));
+  const uint32_t backed = static_cast<uint32_t>(
+      std::min<size_t>((length - std::min(length, tables)) >> heap::kPageShift, g.page_limit()));
+  const uint32_t committed = g.committed_pages();
+  if (committed <= backed) return absl::OkStatus();
+  // Objects of the blocks that reach past the end, for the count: each
+  // block's first page says how many it held (its descriptor is in the
+  // tables, which the object still holds).
+  uint64_t lost = 0;
+  for (uint32_t p = 0; p < committed; ++p) {
+    heap::PageDesc d = g.page(heap::PageIndex{p});
+    if (d.block != p) continue;
+    const heap::BlockDesc& b = g.block(heap::PageIndex{p});
+    if (d.kind == heap::PageKind::kHuge && uint64_t{p} + b.pages.value > backed) lost += 1;
+    if ((d.kind == heap::PageKind::kSegregated || d.kind == heap::PageKind::kLarge) &&
+        uint64_t{p} + b.pages.value > backed) {
+      lost += std::min<uint32_t>(b.used, heap::kMaxBlockPages * heap::kPageSize / 8);
+    }
+  }
+  heap::RegionHeader& h = *g.header;
+  h.leaked_objects += lost;
+  h.page_heap.committed_pages.store(backed, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -417,14 +474,15 @@ absl::Status upgrade_format(RegionImpl* r) {
 
 absl::StatusOr<std::unique_ptr<RegionImpl>> open_as_owner(std::string_view name, Discipline discipline,
                                                           Method method, std::vector<Region::KeptLease>* kept) {
-  uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, true, &preferred);
+  MapPlan plan;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, method, false, true, &plan);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->lock_owner(); !s.ok()) return s;
-  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  if (absl::Status s = map_planned(r, plan); !s.ok()) return s;
   r->region = attach_view(*r->source);
   if (absl::Status s = upgrade_format(r); !s.ok()) return s;
+  if (absl::Status s = fit_to_backing(r); !s.ok()) return s;
   // Clients of a previous owner are kept only by an owner that serves them
   // (the daemon), which does not allocate itself.
   if (absl::Status s = take_ownership(r, kept == nullptr, kept); !s.ok()) return s;
@@ -454,12 +512,12 @@ region::LeaseService* Region::lease_service() const { return impl_->service.get(
 absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Discipline discipline,
                                                        std::string_view owner_socket, bool read_only,
                                                        Method method) {
-  uint64_t preferred = 0;
+  MapPlan plan;
   absl::StatusOr<std::unique_ptr<RegionImpl>> impl =
-      map_existing(name, discipline, method, read_only, false, &preferred);
+      map_existing(name, discipline, method, read_only, false, &plan);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
-  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  if (absl::Status s = map_planned(r, plan); !s.ok()) return s;
   r->region = attach_view(*r->source);
   if (read_only) {
     r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
@@ -475,12 +533,12 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach(std::string_view name, Di
 }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::inspect(std::string_view name, Discipline discipline) {
-  uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, Method{}, true, false, &preferred);
+  MapPlan plan;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(name, discipline, Method{}, true, false, &plan);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   if (absl::Status s = r->source->lock_shared(); !s.ok()) return s;
-  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  if (absl::Status s = map_planned(r, plan); !s.ok()) return s;
   r->region = attach_view(*r->source);
   r->classes = std::make_unique<heap::SizeClasses>(r->region.header->params);
   return std::unique_ptr<Region>(new Region(std::move(*impl)));
@@ -490,12 +548,12 @@ absl::StatusOr<std::unique_ptr<Region>> Region::attach_leased(std::string_view o
                                                               Method method,
                                                               std::unique_ptr<region::LeaseChannel> channel,
                                                               const region::ClientLease& lease) {
-  uint64_t preferred = 0;
-  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, false, &preferred);
+  MapPlan plan;
+  absl::StatusOr<std::unique_ptr<RegionImpl>> impl = map_existing(object, discipline, method, false, false, &plan);
   if (!impl.ok()) return impl.status();
   RegionImpl* r = impl->get();
   r->channel = std::move(channel);  // from here on, failing returns the lease (the channel's end)
-  if (absl::Status s = r->source->map(reinterpret_cast<void*>(preferred)); !s.ok()) return s;
+  if (absl::Status s = map_planned(r, plan); !s.ok()) return s;
   r->region = attach_view(*r->source);
   if (absl::Status s = start_leasing(r, lease); !s.ok()) return s;
   return std::unique_ptr<Region>(new Region(std::move(*impl)));

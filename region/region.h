@@ -332,6 +332,16 @@ class Region {
   // For a region whose backing failed: closing it then touches none of its
   // memory (no clean close is marked, so the next open recovers it).
   void mark_damaged();
+  // Online growth. A region's backing object starts as long as its tables
+  // and grows (the owner lengthens it) as the heap uses pages, up to
+  // max_bytes; compact() shrinks it over a free tail. Its length as this
+  // process last set or saw it (the owner's is exact).
+  uint64_t object_bytes() const;
+  // Owner only: asked before the object grows (false refuses: a quota, such
+  // as the daemon's bytes per uid) and told after it shrinks. Data-plane:
+  // it must not allocate, block, or call into the region.
+  using LengthPolicy = bool (*)(void* context, size_t old_length, size_t new_length);
+  void set_length_policy(LengthPolicy policy, void* context);
   // What this process's thread heaps did here (telemetry), cumulative.
   heap::CounterSnapshot counters() const;
   // The same, added into *out (a report that sums several sources).

@@ -190,10 +190,14 @@ absl::Status Region::checkpoint() {
 }
 
 void Region::compact() {
-  if (impl_->read_only || !impl_->registered) return;
-  if (impl_->method == Method::kBest) free_orphaned_reservations();
-  if (heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
-    h->release_empty();
+  if (impl_->read_only) return;
+  // An owner that only serves leases (the daemon) has no heap of its own
+  // here, but still discards free pages and cuts the free tail.
+  if (impl_->registered) {
+    if (impl_->method == Method::kBest) free_orphaned_reservations();
+    if (heap::ThreadHeap* h = region::thread_heap_or_stranger(impl_->handle); h != impl_->pool.stranger()) {
+      h->release_empty();
+    }
   }
   if (impl_->leased) impl_->leased->return_all();
   if (impl_->pages) {
@@ -252,6 +256,12 @@ size_t fixed_header_bytes(const heap::RegionHeader& h) {
 void RegionImpl::keep_header_copy() {
   const char* h = reinterpret_cast<const char*>(region.header);
   header_copy.assign(h, h + fixed_header_bytes(*region.header));
+}
+
+uint64_t Region::object_bytes() const { return impl_->source->known_length(); }
+
+void Region::set_length_policy(LengthPolicy policy, void* context) {
+  impl_->source->set_length_policy(policy, context);
 }
 
 absl::Status Region::backing_status() const {
