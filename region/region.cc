@@ -310,7 +310,7 @@ Region::~Region() {
   r.detach_all();
   if (r.owner()) {
     // Everything is on disk before the region says it was closed cleanly.
-    r.source->persist(0, r.source->reserved_bytes());
+    r.source->persist(0, r.written_span());
     r.region.header->clean_close.store(1, std::memory_order_release);
     r.source->persist(0, heap::kPageSize);
   }

@@ -1,5 +1,6 @@
 // memd::Region's calls once it is open: allocation, offsets, durability,
 // checks (region.cc opens and closes regions, region_roots.cc has roots).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -183,7 +184,10 @@ absl::Status Region::persist(const void* p, size_t n) {
 }
 
 absl::Status Region::checkpoint() {
-  if (!impl_->source->persist(0, impl_->source->reserved_bytes())) {
+  // Up to the last committed page: a cache-flushing discipline need not
+  // flush a line past it. msync writes back only the pages dirtied since
+  // the last checkpoint on its own.
+  if (!impl_->source->persist(0, impl_->written_span())) {
     return absl::InternalError(absl::StrCat("checkpoint failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();

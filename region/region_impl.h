@@ -4,6 +4,7 @@
 // registered with the thread-heap registry, like a private heap.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <functional>
@@ -107,6 +108,12 @@ class RegionImpl {
     if (handler != nullptr) handler(handler_context, e, address, what);
   }
   void keep_header_copy();
+  // The bytes from the region's base to its last committed page: nothing
+  // past them was written (what a checkpoint must make durable).
+  size_t written_span() const {
+    size_t end = static_cast<size_t>(region.data - region.base) + (size_t{region.committed_pages()} << heap::kPageShift);
+    return std::min(source->reserved_bytes(), end);
+  }
   // At an owner's open: roots a dead process left half constructed are
   // dropped (their objects leak, their names are free again); a root a live
   // client is constructing now is left for it to publish. `clients_alive`:
