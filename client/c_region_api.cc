@@ -1,4 +1,5 @@
 // The C API over memd::Region: a memd_region* is a memd::Region*.
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -240,6 +241,18 @@ int memd_region_publish(memd_region* region, void* object, uint64_t* link, uint6
   return result(cast(region)->publish(object, reinterpret_cast<std::atomic<uint64_t>*>(link), value));
 }
 int memd_region_cancel(memd_region* region, void* object) { return result(cast(region)->cancel(object)); }
+
+int memd_region_publish_batch(memd_region* region, const memd_publish_item* items, size_t n) {
+  if (n > memd::Region::kMaxPublishBatch || (n != 0 && items == nullptr)) {
+    errno = EINVAL;
+    return -1;
+  }
+  memd::Region::PublishItem batch[memd::Region::kMaxPublishBatch];
+  for (size_t i = 0; i < n; ++i) {
+    batch[i] = {items[i].object, reinterpret_cast<std::atomic<uint64_t>*>(items[i].link), items[i].value};
+  }
+  return result(cast(region)->publish(batch, n));
+}
 
 int memd_region_check(memd_region* region, char* message, size_t message_size) {
   absl::Status s = cast(region)->check();

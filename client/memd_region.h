@@ -122,6 +122,18 @@ int memd_region_checkpoint(memd_region* region);
 void* memd_region_reserve(memd_region* region, size_t size);
 int memd_region_publish(memd_region* region, void* object, uint64_t* link, uint64_t value);
 int memd_region_cancel(memd_region* region, void* object);
+/* Several reservations (at most 64) published as one step: after any crash
+ * or power cut, either every link holds its value or none changed and every
+ * object is freed. 0, or -1 with errno EINVAL (an item that is no
+ * reservation of this process, a link that is no word of the region, a
+ * repeated object or link, too many items): then nothing is published and
+ * the reservations stay. */
+typedef struct memd_publish_item {
+  void* object;
+  uint64_t* link;
+  uint64_t value;
+} memd_publish_item;
+int memd_region_publish_batch(memd_region* region, const memd_publish_item* items, size_t n);
 /* 0 if every invariant holds; else -1, errno EIO, and a message. */
 int memd_region_check(memd_region* region, char* message, size_t message_size);
 

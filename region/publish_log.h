@@ -10,6 +10,14 @@
 // a power cut leaves, the entry says what to finish:
 //   kReserved    the object was never published: it is freed;
 //   kPublishing  the link may or may not hold its value: it is stored again;
+//   kBatched     one of a batch (Region::publish of several items): the
+//                batch's leader entry (one of its own) decides. Every entry
+//                of the batch is recorded kBatched, durable, before the
+//                leader turns kPublishing (durable: the batch's commit); the
+//                links are stored after it, and the followers cleared before
+//                the leader. So a leader still kBatched (or gone) means no
+//                link was stored: freed as kReserved; a leader kPublishing
+//                means every link is stored again;
 //   empty        nothing to do.
 // Recovery (an owner's open) and the reclaim of a dead client settle their
 // entries without the heap: a kPublishing entry is redone at once, a
@@ -30,7 +38,7 @@
 
 namespace memd::region {
 
-enum PublishState : uint32_t { kEntryEmpty = 0, kEntryReserved = 1, kEntryPublishing = 2 };
+enum PublishState : uint32_t { kEntryEmpty = 0, kEntryReserved = 1, kEntryPublishing = 2, kEntryBatched = 3 };
 
 // A holder tag no process has: the entry's object is an orphan, free to free.
 inline constexpr uint32_t kOrphanHolder = 0xfffffffeu;
@@ -41,7 +49,9 @@ struct alignas(64) PublishEntry {
   uint64_t object;               // its offset in the data pages + 1
   uint64_t link;                 // kPublishing: the link's offset in the data pages
   uint64_t value;                // kPublishing: what the link gets
-  uint64_t pad[4];
+  uint64_t batch;                // kBatched, and a batch's kPublishing leader: the batch's id (nonzero)
+  uint64_t leader;               // kBatched: the index + 1 of the batch's leader entry
+  uint64_t pad[2];
 };
 static_assert(sizeof(PublishEntry) == 64);
 
@@ -61,6 +71,10 @@ std::atomic<uint64_t>* publish_link_at(const heap::Region& r, uint64_t offset);
 // Returns the orphans made.
 uint32_t settle_publish_log(const heap::Region& r, PublishEntry* log, const std::function<bool(uint32_t)>& dead,
                             const PersistFn& persist);
+
+// Whether the batch of kBatched entry `e` was committed: its leader is an
+// entry of the same holder and batch, kPublishing.
+bool publish_batch_committed(const PublishEntry* log, const PublishEntry& e);
 
 // Clears an entry: its fields, then (durable first) its holder.
 void release_publish_entry(PublishEntry& e, const PersistFn& persist);

@@ -308,6 +308,19 @@ class Region {
   // link as it was). The reservation ends. InvalidArgument if `object` is
   // no reservation of this process or `link` no word of the region.
   absl::Status publish(void* object, std::atomic<uint64_t>* link, uint64_t value);
+  // Several reservations published as one step: after any crash or power
+  // cut, either every link holds its value (every object live and intact),
+  // or none changed and every object is freed. At most kMaxPublishBatch
+  // items, each a distinct reservation of this process into a distinct
+  // link; InvalidArgument naming the first that is not, and then nothing
+  // is published (the reservations stay).
+  struct PublishItem {
+    void* object;
+    std::atomic<uint64_t>* link;
+    uint64_t value;
+  };
+  static constexpr size_t kMaxPublishBatch = 64;
+  absl::Status publish(const PublishItem* items, size_t n);
   // Frees a reservation instead.
   absl::Status cancel(void* object);
 

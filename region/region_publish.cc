@@ -1,10 +1,12 @@
 // Region::reserve / publish / cancel over the publish log (publish_log.h).
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "heap/crash_point.h"
 #include "heap/inspect.h"
+#include "heap/region_format.h"
 #include "region/publish_log.h"
 #include "region/region.h"
 #include "region/region_impl.h"
@@ -185,6 +187,72 @@ absl::Status Region::publish(void* object, std::atomic<uint64_t>* link, uint64_t
   persist(link, sizeof *link);
   // 4. Done: the entry is free again.
   region::release_publish_entry(*e, persist);
+  return absl::OkStatus();
+}
+
+absl::Status Region::publish(const PublishItem* items, size_t n) {
+  if (n == 1) return publish(items[0].object, items[0].link, items[0].value);
+  if (n == 0) return absl::OkStatus();
+  if (items == nullptr || n > kMaxPublishBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": a batch publish takes 1 to ", kMaxPublishBatch,
+                                                   " items, not ", n));
+  }
+  region::PublishEntry* entries[kMaxPublishBatch];
+  for (size_t i = 0; i < n; ++i) {
+    const PublishItem& it = items[i];
+    entries[i] = entry_of(*impl_, it.object);
+    if (entries[i] == nullptr || size(it.object) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": item ", i, " of the batch: ",
+                                                     absl::Hex(reinterpret_cast<uintptr_t>(it.object)),
+                                                     " is no reservation of this process"));
+    }
+    if (!contains(it.link) || region::publish_link_at(impl_->region, offset_of(it.link)) != it.link) {
+      return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": item ", i, " of the batch: ",
+                                                     absl::Hex(reinterpret_cast<uintptr_t>(it.link)),
+                                                     " is no 8-byte word of the region's data"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (items[j].object == it.object || items[j].link == it.link) {
+        return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": item ", i, " of the batch repeats the ",
+                                                       items[j].object == it.object ? "object" : "link", " of item ", j));
+      }
+    }
+  }
+  region::PersistFn persist = impl_->persist_fn();
+  region::PublishEntry* log = impl_->find_publish_log();
+  region::PublishEntry& leader = *entries[0];
+  const uint64_t leader_index = static_cast<uint64_t>(&leader - log) + 1;
+  // Nonzero, and new for every batch: a leader entry reused by a later
+  // batch must not commit an older one's leftovers.
+  static std::atomic<uint64_t> batches{0};
+  const uint64_t batch = heap::random_secret() ^ (batches.fetch_add(1, std::memory_order_relaxed) + 1);
+  // 1. Every object, and what makes it live, reach the medium.
+  for (size_t i = 0; i < n; ++i) impl_->persist_allocation(items[i].object, size(items[i].object));
+  // 2. Every entry records its link and value, durable, as one of the batch.
+  for (size_t i = 0; i < n; ++i) {
+    region::PublishEntry& e = *entries[i];
+    e.link = offset_of(items[i].link);
+    e.value = items[i].value;
+    e.batch = batch == 0 ? 1 : batch;
+    e.leader = leader_index;
+    persist(&e, sizeof e);
+    e.state.store(region::kEntryBatched, std::memory_order_release);
+    persist(&e, sizeof e);
+  }
+  heap::crash_point("publish.batch_intent");  // recorded, not committed: undone
+  // 3. The commit: from here on, recovery stores every link.
+  leader.state.store(region::kEntryPublishing, std::memory_order_release);
+  persist(&leader, sizeof leader);
+  heap::crash_point("publish.batch_commit");  // committed, links not stored: finished
+  // 4. The links.
+  for (size_t i = 0; i < n; ++i) {
+    items[i].link->store(items[i].value, std::memory_order_release);
+    persist(items[i].link, sizeof *items[i].link);
+  }
+  // 5. The followers, then the leader (a follower left after its leader
+  // would read as uncommitted).
+  for (size_t i = 1; i < n; ++i) region::release_publish_entry(*entries[i], persist);
+  region::release_publish_entry(leader, persist);
   return absl::OkStatus();
 }
 

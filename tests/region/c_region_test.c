@@ -91,6 +91,28 @@ int main(void) {
     CHECK(dropped != NULL && memd_region_cancel(r, dropped) == 0);
   }
   {
+    /* Two nodes and the list's count published as one step. */
+    uint64_t* words = memd_region_alloc(r, 3 * sizeof(uint64_t));
+    struct node* a = memd_region_reserve(r, sizeof *a);
+    struct node* b = memd_region_reserve(r, sizeof *b);
+    CHECK(words != NULL && a != NULL && b != NULL);
+    if (words != NULL && a != NULL && b != NULL) {
+      memset(words, 0, 3 * sizeof(uint64_t));
+      a->value = 1;
+      b->value = 2;
+      memd_publish_item items[2] = {{a, &words[0], memd_region_offset(r, a) + 1},
+                                    {b, &words[1], memd_region_offset(r, b) + 1}};
+      memd_publish_item repeated[2] = {items[0], {b, &words[0], 7}};
+      errno = 0;
+      CHECK(memd_region_publish_batch(r, repeated, 2) == -1 && errno == EINVAL && words[0] == 0);
+      CHECK(memd_region_publish_batch(r, items, 2) == 0);
+      CHECK(words[0] == memd_region_offset(r, a) + 1 && words[1] == memd_region_offset(r, b) + 1);
+      memd_region_free(r, a);
+      memd_region_free(r, b);
+      memd_region_free(r, words);
+    }
+  }
+  {
     /* calloc: zeros where a freed object left bytes, and overflow refused. */
     unsigned char* dirty = memd_region_alloc(r, 256);
     CHECK(dirty != NULL);

@@ -301,5 +301,114 @@ TEST(Publish, AProcessKilledAtRandomInstantsNeverLeavesHalfAPublish) {
   }
 }
 
+TEST(Publish, ABatchPublishesEveryLinkAtOnceAndFreesItsEntries) {
+  TempDir dir;
+  auto r = make_file_region(dir.file("batch.region"));
+  ASSERT_NE(r, nullptr);
+  Links* links = r->find<Links>("links");
+  for (int round = 0; round < 40; ++round) {  // 40 x 8 entries: each reused many times
+    Region::PublishItem items[8];
+    for (int i = 0; i < 8; ++i) {
+      auto* p = static_cast<char*>(r->reserve(100 + 40 * i));
+      ASSERT_NE(p, nullptr);
+      fill(p, 100 + 40 * i, round * 8 + i);
+      auto& link = links->slot[(round * 8 + i) % Links::kSlots];
+      if (uint64_t old = link.exchange(0)) r->free(r->at(old - 1));
+      items[i] = {p, &link, r->offset_of(p) + 1};
+    }
+    ASSERT_TRUE(r->publish(items, 8).ok());
+    for (const auto& it : items) {
+      EXPECT_EQ(it.link->load(), it.value);
+      EXPECT_TRUE(intact(static_cast<char*>(it.object)));
+      EXPECT_EQ(r->cancel(it.object).code(), absl::StatusCode::kInvalidArgument) << "no reservation any more";
+    }
+  }
+  expect_published_only(*r, 0);
+}
+
+TEST(Publish, ABadBatchPublishesNothingAndSaysWhichItem) {
+  TempDir dir;
+  auto r = make_file_region(dir.file("bad-batch.region"));
+  ASSERT_NE(r, nullptr);
+  Links* links = r->find<Links>("links");
+  Region::PublishItem items[4];
+  for (int i = 0; i < 4; ++i) {
+    auto* p = static_cast<char*>(r->reserve(64));
+    ASSERT_NE(p, nullptr);
+    fill(p, 64, i);
+    items[i] = {p, &links->slot[i], r->offset_of(p) + 1};
+  }
+  void* plain = r->alloc(64);  // not a reservation
+  Region::PublishItem bad[4] = {items[0], items[1], {plain, &links->slot[2], 5}, items[3]};
+  absl::Status s = r->publish(bad, 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("item 2 of the batch"), std::string::npos) << s;
+  Region::PublishItem twice[3] = {items[0], items[1], {items[2].object, &links->slot[1], 5}};
+  s = r->publish(twice, 3);
+  EXPECT_NE(s.message().find("repeats the link of item 1"), std::string::npos) << s;
+  EXPECT_EQ(r->publish(items, Region::kMaxPublishBatch + 1).code(), absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(links->slot[i].load(), 0u) << "nothing published";
+  // The reservations are still this process's: the good batch goes through.
+  ASSERT_TRUE(r->publish(items, 4).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(links->slot[i].load(), items[i].value);
+  r->free(plain);
+  expect_published_only(*r, 0);
+}
+
+// The batch child: batches of four into fresh slots, until a crash point
+// stops it.
+const char* kBatchChildEnv = "MEMD_PUBLISH_BATCH_CHILD";
+
+int publish_batches(const std::string& path) {
+  auto r = Region::open(path, Discipline::kFile);
+  if (!r.ok()) return 10;
+  Region& region = **r;
+  Links* links = region.find<Links>("links");
+  if (links == nullptr) return 11;
+  for (int batch = 0;; ++batch) {
+    Region::PublishItem items[4];
+    for (int i = 0; i < 4; ++i) {
+      auto& link = links->slot[(batch * 4 + i) % Links::kSlots];
+      if (uint64_t old = link.exchange(0)) region.free(region.at(old - 1));
+      auto* p = static_cast<char*>(region.reserve(64 + 100 * i));
+      if (p == nullptr) return 12;
+      fill(p, 64 + 100 * i, batch * 4 + i);
+      items[i] = {p, &link, region.offset_of(p) + 1};
+    }
+    if (!region.publish(items, 4).ok()) return 13;
+  }
+}
+
+TEST(PublishBatchChild, Run) {
+  const char* path = getenv(kBatchChildEnv);
+  if (path == nullptr) GTEST_SKIP() << "runs only as the child of the batch publish tests";
+  _exit(publish_batches(path));
+}
+
+// Killed after every entry of a batch was recorded but before the commit,
+// the batch is undone (no link, its objects freed); killed after the
+// commit, before any link was stored, it is finished (every link).
+TEST(Publish, ABatchKilledBeforeItsCommitIsUndoneAndAfterItIsFinished) {
+  for (const char* point : {"publish.batch_intent:7", "publish.batch_commit:7"}) {
+    TempDir dir;
+    std::string path = dir.file("batch-kill.region");
+    { ASSERT_NE(make_file_region(path), nullptr); }
+    int status = testing::run_self("PublishBatchChild.*", {std::string(kBatchChildEnv) + "=" + path,
+                                                           std::string("MEMD_CRASH_AT=") + point});
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    ASSERT_EQ(WEXITSTATUS(status), heap::kCrashExitCode) << point;
+    auto r = Region::open(path, Discipline::kFile);
+    ASSERT_TRUE(r.ok()) << r.status();
+    Links* links = (*r)->find<Links>("links");
+    uint64_t published = 0;
+    for (auto& link : links->slot) published += link.load() != 0;
+    // Six batches of four before the seventh.
+    bool committed = std::string(point).find("commit") != std::string::npos;
+    EXPECT_EQ(published, committed ? 28u : 24u) << point;
+    for (int i = 24; i < 28; ++i) EXPECT_EQ(links->slot[i].load() != 0, committed) << point << " slot " << i;
+    expect_published_only(**r, 0);
+  }
+}
+
 }  // namespace
 }  // namespace memd
