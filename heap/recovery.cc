@@ -155,8 +155,12 @@ bool repair_segregated(const Region& r, const SizeClasses& classes, PageIndex bl
   free_count += append_taken_objects(r, b, base, info.size, taken.tail, seen, true, leaked);
   // The remote list, taken as an owner takes it, appended object by object
   // (checked like the local one: its count and tail are not trusted here).
+  // Every object on it carries its free tag (a remote free swaps the tag in
+  // before its push), so one without names no free: after a power cut, the
+  // block's descriptor may be newer than the page of an object on its list,
+  // whose old bytes would send the walk on into live objects.
   uint32_t remote = RemoteList::head_of(remote_take(b));
-  free_count += append_taken_objects(r, b, base, info.size, remote, seen, false, leaked);
+  free_count += append_taken_objects(r, b, base, info.size, remote, seen, true, leaked);
   remote_taken_done(b);
   b.used = b.bump / info.size - free_count;
   return b.used == 0;

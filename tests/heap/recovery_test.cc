@@ -146,6 +146,28 @@ TEST_F(RecoveryTest, AStaleLinkNamingALiveObjectDoesNotFreeIt) {
   EXPECT_EQ(d.used, 4u);
 }
 
+TEST_F(RecoveryTest, AStaleRemoteListNamingALiveObjectDoesNotFreeIt) {
+  // The same on the remote list: after a power cut, the descriptor's remote
+  // word can name an object whose page came back older than the remote free
+  // that pushed it, so that the object holds a program's live bytes, and
+  // those, read as a link, name another live object. An object on a remote
+  // list always carries its free tag (the free swaps it in before the
+  // push): one without ends the walk, and nothing it names is freed.
+  std::vector<char*> objs = same_block(48, 4);
+  char* b = objs[1];
+  char* c = objs[2];
+  uint32_t link = in_block(c) + 1;
+  std::memcpy(b, &link, sizeof link);  // the program's bytes, read as a link to c
+  BlockDesc& d = r().block(block_of(b));
+  d.remote.store(RemoteList{in_block(b) + 1, in_block(b) + 1, 1}.pack());
+  RecoveryReport rep = recover();
+  EXPECT_EQ(rep.leaked_objects, 1u);
+  expect_consistent();
+  EXPECT_EQ(heap_->validate(b), FreeStatus::kOk) << "b was never freed as far as its page says";
+  EXPECT_EQ(heap_->validate(c), FreeStatus::kOk) << "c is live: a stale link must not free it";
+  EXPECT_EQ(d.used, 4u);
+}
+
 TEST_F(RecoveryTest, ALargeBlockWithAGarbageChunkKeepsWhatPrecedesIt) {
   Obj a = make(17000, 'a');
   Obj b = make(20000, 'b');

@@ -6,7 +6,8 @@
 //
 // The test records the region file at a barrier (a clean close, which
 // checkpoints), lets a child process work on the region from there —
-// allocating, publishing, unpublishing and freeing objects of every kind —
+// allocating, publishing, unpublishing and freeing objects of every kind,
+// from a second thread too (remote frees, on the first thread's blocks) —
 // and records the file again at the instant the child stops (no close: as
 // if the power went). From the two it builds images: the barrier's bytes
 // with a random subset of the units that differ taken from the later state,
@@ -34,6 +35,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "region/region.h"
@@ -71,9 +73,7 @@ constexpr int kBefore = Journal::kSlots / 2;
 // object into an empty entry, or unpublish and free a published one.
 bool churn(Region& r, Journal& j, std::mt19937& rng, int first, int last) {
   Journal::Entry& e = j.entry[first + static_cast<int>(rng() % static_cast<uint32_t>(last - first))];
-  uint64_t off = e.offset.load();
-  if (off != 0) {
-    e.offset.store(0);
+  if (uint64_t off = e.offset.exchange(0); off != 0) {
     r.free(r.at(off - 1));
     return true;
   }
@@ -107,9 +107,24 @@ int work_after_the_barrier(const std::string& args) {
     uint64_t off = j->entry[i].offset.exchange(0);
     if (off != 0) (*r)->free((*r)->at(off - 1));
   }
-  int steps = 1500 + static_cast<int>(rng() % 1500);
-  for (int i = 0; i < steps; ++i) {
-    if (!churn(**r, *j, rng, kBefore, Journal::kSlots)) return 12;
+  // Rounds of work, each followed by a second thread freeing some of the
+  // objects the first allocated: remote frees, which go onto the remote
+  // lists of blocks the first thread owns, to be collected by it later
+  // (or, at the cut, by recovery). Joined each round: deterministic.
+  const int rounds = 6;
+  const int steps = 1500 + static_cast<int>(rng() % 1500);
+  for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < steps / rounds; ++i) {
+      if (!churn(**r, *j, rng, kBefore, Journal::kSlots)) return 12;
+    }
+    std::thread remote([&, round] {
+      std::mt19937 other(seed * 7 + static_cast<uint32_t>(round));
+      for (int k = 0; k < 60; ++k) {
+        Journal::Entry& e = j->entry[kBefore + static_cast<int>(other() % (Journal::kSlots - kBefore))];
+        if (uint64_t off = e.offset.exchange(0); off != 0) (*r)->free((*r)->at(off - 1));
+      }
+    });
+    remote.join();
   }
   _exit(0);  // the power goes: no close, no checkpoint
 }
