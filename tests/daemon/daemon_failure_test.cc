@@ -302,6 +302,39 @@ TEST(DaemonFailure, LeasesOfClientsThatExitWhileTheDaemonIsDownAreReclaimed) {
   EXPECT_TRUE(check_all(d.socket(), &why)) << why;
 }
 
+// Failure-atomic publish through the daemon: a client reserves objects and
+// publishes half of them, and is killed. The daemon's reclaim of its lease
+// settles its publish-log entries: the published objects stay, intact; the
+// reservations become orphans, which the next client's attach frees. The
+// same after a daemon restart (the new daemon's open settles them).
+TEST(DaemonFailure, AKilledClientsPublishedObjectsStayAndItsReservationsAreFreed) {
+  for (bool restart : {false, true}) {
+    DaemonProcess d;
+    ASSERT_TRUE(d.running()) << d.log();
+    std::string log = d.dir() + "/publisher.log";
+    pid_t publisher = start_client(d, {"--file"}, {"published", "publish-hold", "3", "40", "200"}, log);
+    ASSERT_TRUE(eventually([&] { return read_file(log).find("ready") != std::string::npos; })) << read_file(log);
+    if (restart) d.kill_hard();
+    kill(publisher, SIGKILL);
+    EXPECT_EQ(wait_exit(publisher), 128 + SIGKILL);
+    if (restart) {
+      d.start();
+      ASSERT_TRUE(d.running()) << d.log();
+    }
+    {
+      std::unique_ptr<Client> c = connect_to(d);
+      absl::StatusOr<std::unique_ptr<Region>> r = c->open("published", region_options(Discipline::kFile));
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(eventually([&] { return !holds_lease(**r, publisher); })) << d.log();
+    }
+    std::string verify = d.dir() + "/verify.log";
+    EXPECT_EQ(wait_exit(start_client(d, {"--file"}, {"published", "publish-verify", "3", "40", "200"}, verify)), 0)
+        << (restart ? "after a restart: " : "") << read_file(verify);
+    std::string why;
+    EXPECT_TRUE(check_all(d.socket(), &why)) << why;
+  }
+}
+
 // Issue 15.2: a client that outlives its daemon holds the region through
 // the restart, and resuming its lease does not change that: the region
 // counts it as attached (not 0, and not 2^32 - 1 after it exits), and it

@@ -8,6 +8,10 @@
 //   test_client SOCKET REGION verify-half ID COUNT SIZE  verify the even objects only
 //   test_client SOCKET REGION verify ID COUNT SIZE    check board-ID's objects
 //   test_client SOCKET REGION free ID COUNT SIZE      verify, then free them
+//   test_client SOCKET REGION publish-hold ID COUNT SIZE  reserve COUNT, publish the even ones into
+//                                                     board-ID, print "ready", sleep until killed
+//   test_client SOCKET REGION publish-verify ID COUNT SIZE  even ones published and intact, odd ones
+//                                                     not, nothing else live (reservations freed)
 //   test_client SOCKET REGION churn ID SECONDS        alloc/free/verify loop (small, large and huge objects);
 //                                                     prints allocations and lease calls
 //   test_client SOCKET REGION churn-huge ID SECONDS   the same with huge objects only (a lease call each)
@@ -24,6 +28,7 @@
 // Options before SOCKET: --uid N (switch user first), --file (file discipline).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -200,6 +205,44 @@ int main(int argc, char** argv) {
   std::string board_name = "board-" + std::to_string(id);
   auto* board = static_cast<uint64_t*>(r.root_bytes(board_name, count * sizeof(uint64_t), &created));
   if (board == nullptr) return fail(absl::ResourceExhaustedError("root"), "board");
+  if (job == "publish-hold") {
+    // Reserves `count` objects and publishes the even ones (failure-atomic,
+    // into the board), keeps the odd ones reserved, then waits to be killed.
+    for (uint64_t i = 0; i < count; ++i) {
+      void* p = r.reserve(size);
+      if (p == nullptr) return fail(absl::ResourceExhaustedError("reserve"), "publish-hold");
+      fill_object(p, id, i, size);
+      if (i % 2 == 1) continue;
+      auto* link = reinterpret_cast<std::atomic<uint64_t>*>(&board[i]);
+      if (absl::Status s = r.publish(p, link, r.offset_of(p) + 1); !s.ok()) return fail(s, "publish");
+    }
+    std::printf("ready\n");
+    std::fflush(stdout);
+    for (;;) pause();
+  }
+  if (job == "publish-verify") {
+    // After the publisher died: the even objects live and intact, the odd
+    // links empty, and nothing else live but the board and the publish log
+    // (this attach freed the dead process's reservations).
+    for (uint64_t i = 0; i < count; ++i) {
+      if ((board[i] != 0) != (i % 2 == 0)) {
+        std::fprintf(stderr, "board-%lu[%lu] is %s\n", id, i, board[i] != 0 ? "published" : "unpublished");
+        return 1;
+      }
+      if (board[i] != 0 && (!object_ok(r.at(board[i] - 1), id, i, size) || r.size(r.at(board[i] - 1)) < size)) {
+        std::fprintf(stderr, "board-%lu[%lu] corrupt\n", id, i);
+        return 1;
+      }
+    }
+    r.compact();  // frees orphans this attach did not reach yet
+    uint64_t live = r.stat().busy_objects, want = (count + 1) / 2 + 2;
+    std::printf("live %lu\n", live);
+    if (live != want) {
+      std::fprintf(stderr, "%lu objects live, %lu expected\n", live, want);
+      return 1;
+    }
+    return 0;
+  }
   bool half = job == "hold-half" || job == "verify-half";
   if (job == "fill" || job == "hold" || job == "hold-half") {
     for (uint64_t i = 0; i < count; ++i) {
