@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "../support/small_file_systems.h"
 
 namespace memd::disciplines {
 
@@ -627,43 +628,6 @@ TEST_P(SharedSourceTest, OnlyOneOwnerAtATime) {
 // ---------------------------------------------------------------------------
 // A full file system: commit fails up front, nothing raises SIGBUS
 
-bool write_text(const char* path, const std::string& text) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
-// Gives this (forked, single-threaded) process a mount namespace of its own
-// with a 1 MiB tmpfs at `dir` and on /dev/shm. A user namespace makes that
-// possible without privileges; root may also do without one. Returns "" or
-// why it cannot be done here.
-std::string enter_small_file_systems(const std::string& dir) {
-  const uid_t uid = geteuid();
-  const gid_t gid = getegid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0) {
-    if (!write_text("/proc/self/setgroups", "deny") ||
-        !write_text("/proc/self/uid_map", absl::StrCat("0 ", uid, " 1\n")) ||
-        !write_text("/proc/self/gid_map", absl::StrCat("0 ", gid, " 1\n"))) {
-      return absl::StrCat("cannot map ids in a new user namespace: ", strerror(errno));
-    }
-  } else if (unshare(CLONE_NEWNS) != 0) {
-    return absl::StrCat("unshare(CLONE_NEWUSER|CLONE_NEWNS) and unshare(CLONE_NEWNS) are not permitted: ",
-                        strerror(errno));
-  }
-  // Nothing mounted here may show up in the parent's namespace.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return absl::StrCat("cannot make mounts private: ", strerror(errno));
-  }
-  for (const std::string& target : {dir, std::string("/dev/shm")}) {
-    if (mount("tmpfs", target.c_str(), "tmpfs", 0, "size=1m,mode=0700") != 0) {
-      return absl::StrCat("cannot mount a 1 MiB tmpfs on ", target, ": ", strerror(errno));
-    }
-  }
-  return "";
-}
-
 // In the child, on a 1 MiB file system: one object takes all the space, a
 // second one's commit fails with ENOMEM and kNoMemory(ENOSPC), and works once
 // the first gives its pages back.
@@ -709,7 +673,7 @@ TEST(SharedFullFileSystemTest, CommitFailsWithENOMEMInsteadOfSigbus) {
   constexpr int kSkip = 77;
   Child child([&](Child&) {
     close(reason_pipe[0]);
-    std::string why = enter_small_file_systems(dir.path());
+    std::string why = memd::testing::enter_small_file_systems({dir.path(), "/dev/shm"}, "1m");
     if (!why.empty()) {
       ssize_t n = write(reason_pipe[1], why.data(), why.size());
       (void)n;

@@ -23,6 +23,7 @@
 
 #include "region/region.h"
 #include "region_test_util.h"
+#include "../support/small_file_systems.h"
 
 namespace memd {
 namespace {
@@ -289,6 +290,70 @@ TEST_P(GrowthTest, AFileSizeLimitRefusesGrowthWithAnEventNamingIt) {
 
 INSTANTIATE_TEST_SUITE_P(Disciplines, GrowthTest, ::testing::Values(Discipline::kShm, Discipline::kFile),
                          testing::discipline_test_name);
+
+// A full file system: two regions on a 12 MiB tmpfs (each may reserve at
+// most what the file system holds); the second grows until the file system
+// has no more room, and then allocation fails with ENOMEM and an event
+// saying so, never a SIGBUS; once the first gives its pages back (free,
+// compact: its object shrinks), the second grows again. Run in a child with
+// a mount namespace of its own.
+const char* kFullChildEnv = "MEMD_GROWTH_FULL_DIR";
+constexpr int kCannotMount = 77;
+
+int fill_the_file_system(const std::string& dir) {
+  if (!testing::enter_small_file_systems({dir}, "12m").empty()) return kCannotMount;
+  auto first = Region::create(dir + "/first.region", testing::small_options(Discipline::kFile, 12 * kMiB));
+  if (!first.ok()) return 10;
+  std::vector<void*> theirs;
+  for (int i = 0; i < 6; ++i) {
+    void* p = (*first)->alloc(kMiB);
+    if (p == nullptr) return 11;
+    std::memset(p, 6, kMiB);
+    theirs.push_back(p);
+  }
+  Heard heard;
+  RegionOptions o = testing::small_options(Discipline::kFile, 12 * kMiB);
+  o.event_handler = Heard::on;
+  o.event_context = &heard;
+  auto r = Region::create(dir + "/second.region", o);
+  if (!r.ok()) return 12;
+  std::vector<void*> held;
+  void* p;
+  errno = 0;
+  while (held.size() < 20 && (p = (*r)->alloc(kMiB)) != nullptr) {
+    std::memset(p, 7, kMiB);  // every page handed out is backed
+    held.push_back(p);
+  }
+  if (errno != ENOMEM) return 13;
+  if (held.size() < 2 || held.size() > 6) return 14;
+  if (!heard.said("file system is full")) return 15;
+  if (!(*r)->check().ok()) return 16;
+  // The first region gives its pages back: its object shrinks.
+  for (void* q : theirs) (*first)->free(q);
+  (*first)->compact();
+  for (int i = 0; i < 4; ++i) {
+    void* again = (*r)->alloc(kMiB);
+    if (again == nullptr) return 17;
+    std::memset(again, 8, kMiB);
+  }
+  return (*r)->check().ok() && (*first)->check().ok() ? 0 : 18;
+}
+
+TEST(GrowthFullChild, Run) {
+  const char* dir = getenv(kFullChildEnv);
+  if (dir == nullptr) GTEST_SKIP() << "runs only as the child of GrowthOnAFullFileSystem";
+  _exit(fill_the_file_system(dir));
+}
+
+TEST(GrowthOnAFullFileSystem, AllocationFailsWithENOMEMAndAnEventNotASigbus) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  int status = testing::run_self("GrowthFullChild.*", {std::string(kFullChildEnv) + "=" + dir.path()});
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kCannotMount) GTEST_SKIP() << "no mount namespace here";
+  ASSERT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "which check failed: fill_the_file_system";
+}
 
 // A file region cut while no one had it open, as a power cut can leave it
 // (the growth of the file never reached the disk, the descriptors written
