@@ -52,11 +52,13 @@ def package_versions(packages):
 
 
 def git_revision(repo_dir):
-    """Commit of the memd tree measured, with '+dirty' for uncommitted edits."""
+    """Commit of the memd tree measured, with '+dirty' for uncommitted edits.
+    Result files (bench/results) are outputs, not the tree measured: a run
+    that follows another in one session is not dirty for the first's."""
     head = _command(["git", "rev-parse", "--short", "HEAD"], cwd=repo_dir)
     if not head:
         return "no commit"
-    dirty = _command(["git", "status", "--porcelain"], cwd=repo_dir)
+    dirty = _command(["git", "status", "--porcelain", "--", ".", ":(exclude)bench/results"], cwd=repo_dir)
     return head + ("+dirty" if dirty else "")
 
 
