@@ -305,6 +305,19 @@ Region::~Region() {
   // discipline's own close event would come too late to reach the handler.
   r.event(RegionEvent::kClose, r.region.base, "region closing");
   r.source->set_event_handler(nullptr, nullptr);
+#if defined(MEMD_SANITIZER_ADDRESS)
+  // The poison this process's page-heap owner put on free pages must not
+  // outlive the mapping: whatever is mapped at these addresses next (a
+  // region that libpmem places anywhere, any anonymous mmap) would inherit
+  // it. Lifted on the way out, after the last release below may have
+  // poisoned more; shadow memory only, the region's pages are not touched.
+  struct Unpoison {
+    const SharedSource* source;
+    ~Unpoison() {
+      if (source->base() != nullptr) ASAN_UNPOISON_MEMORY_REGION(source->base(), source->reserved_bytes());
+    }
+  } unpoison_on_exit{r.source.get()};
+#endif
   if (r.read_only || r.damaged) return;
   r.server.reset();  // no new leases
   r.detach_all();
