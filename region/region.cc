@@ -429,7 +429,7 @@ absl::Status map_planned(RegionImpl* r, const MapPlan& plan) {
 // lost are counted as a crash's are (HeaderFacts::leaked_objects). A clean
 // close cannot tell: after a power cut the header may be older than the
 // descriptors.
-absl::Status fit_to_backing(RegionImpl* r) {
+void fit_to_backing(RegionImpl* r) {
   heap::Region& g = r->region;
   const size_t tables = static_cast<size_t>(g.data - g.base);
   const size_t length = r->source->known_length();
@@ -437,7 +437,7 @@ absl::Status fit_to_backing(RegionImpl* r) {
   const uint32_t backed = static_cast<uint32_t>(
       std::min<size_t>((length - std::min(length, tables)) >> heap::kPageShift, g.page_limit()));
   const uint32_t committed = g.committed_pages();
-  if (committed <= backed) return absl::OkStatus();
+  if (committed <= backed) return;
   // Objects of the blocks that reach past the end, for the count: each
   // block's first page says how many it held (its descriptor is in the
   // tables, which the object still holds).
@@ -455,7 +455,6 @@ absl::Status fit_to_backing(RegionImpl* r) {
   heap::RegionHeader& h = *g.header;
   h.leaked_objects += lost;
   h.page_heap.committed_pages.store(backed, std::memory_order_release);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -495,7 +494,7 @@ absl::StatusOr<std::unique_ptr<RegionImpl>> open_as_owner(std::string_view name,
   if (absl::Status s = map_planned(r, plan); !s.ok()) return s;
   r->region = attach_view(*r->source);
   if (absl::Status s = upgrade_format(r); !s.ok()) return s;
-  if (absl::Status s = fit_to_backing(r); !s.ok()) return s;
+  fit_to_backing(r);
   // Clients of a previous owner are kept only by an owner that serves them
   // (the daemon), which does not allocate itself.
   if (absl::Status s = take_ownership(r, kept == nullptr, kept); !s.ok()) return s;

@@ -128,6 +128,7 @@ TEST_P(GrowthTest, TheObjectStartsAtItsTablesGrowsWithUseAndShrinksAtCompaction)
     big.push_back(p);
   }
   const size_t grown = object_length(name_, GetParam());
+  EXPECT_EQ((*r)->object_bytes(), grown) << "the owner's own view of the length is exact";
   EXPECT_GE(grown, tables + 40 * kMiB);
   EXPECT_LE(grown, 256 * kMiB);
   ASSERT_TRUE((*r)->check().ok()) << (*r)->check();
@@ -137,6 +138,7 @@ TEST_P(GrowthTest, TheObjectStartsAtItsTablesGrowsWithUseAndShrinksAtCompaction)
   big.resize(20);
   (*r)->compact();
   const size_t shrunk = object_length(name_, GetParam());
+  EXPECT_EQ((*r)->object_bytes(), shrunk);
   EXPECT_LE(shrunk, grown - 16 * kMiB) << "compaction cut the free tail";
   EXPECT_GE(shrunk, tables + 20 * kMiB);
   for (size_t i = 0; i < big.size(); ++i) {
