@@ -108,6 +108,7 @@ void block_init(BlockDesc& b, uint16_t cls, uint32_t end, bool zeroed) {
   b.bump = 0;
   b.used = 0;
   b.cls = cls;
+  set_descriptors_durable(b, false);
   b.flags = zeroed ? kBlockFreshBump : 0;
   b.prev = b.next = kNoPage;
   b.remote.store(0, std::memory_order_relaxed);

@@ -170,7 +170,11 @@ struct alignas(64) BlockDesc {
   };
   uint32_t freed_ms;   // free runs: when it became free (monotonic ms, wraps)
   uint8_t run_state;   // free runs: a RunState
-  uint8_t pad[3];
+  // In-use blocks: nonzero once a publish made this block's page descriptors
+  // and the committed mark durable (descriptors_durable). Cleared whenever
+  // they change; only a hint that spares a persist, never read by recovery.
+  uint8_t durable_descs;
+  uint8_t pad[2];
   // --- written by any thread of any process ---
   std::atomic<uint32_t> pending_next; // link in the owner's pending stack
   std::atomic<uint32_t> owner_word;   // owner << 1 | notified (see remote_free.h)
@@ -178,6 +182,14 @@ struct alignas(64) BlockDesc {
 };
 static_assert(sizeof(BlockDesc) == 64);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// Whether a publish already made block B's page descriptors and the committed
+// mark above it durable, since they last changed (region_publish.cc). Read
+// and written by any thread of the processes holding B, hence atomic.
+inline bool descriptors_durable(const BlockDesc& b) { return __atomic_load_n(&b.durable_descs, __ATOMIC_ACQUIRE) != 0; }
+inline void set_descriptors_durable(BlockDesc& b, bool durable) {
+  __atomic_store_n(&b.durable_descs, uint8_t{durable}, __ATOMIC_RELEASE);
+}
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 // Where format version 3 keeps the shared atomics (docs/region-format.md).
 // Version 2 had remote_head (32 bits) at 48, owner_word at 52, pending_next
@@ -185,6 +197,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(offsetof(BlockDesc, pending_next) == 48);
 static_assert(offsetof(BlockDesc, owner_word) == 52);
 static_assert(offsetof(BlockDesc, remote) == 56);
+static_assert(offsetof(BlockDesc, durable_descs) == 45);
 // Version 4 keeps an in-use block's taken word where a free run keeps its
 // LRU links (region_upgrade.h).
 static_assert(offsetof(BlockDesc, taken) == 32 && offsetof(BlockDesc, lru) == 32);

@@ -312,6 +312,7 @@ void mark_in_use(const Region& r, PageIndex first, PageCount n, PageKind kind, u
   b.bump = 0;
   b.used = 0;
   b.free_head = 0;
+  set_descriptors_durable(b, false);
   PageDesc d{first.value, cls, kind, 0};
   for (uint32_t i = 1; i < n.value; ++i) r.set_page(first + PageCount{i}, d);
   crash_point("page_heap.mark_in_use");  // every page but the first says so
@@ -390,6 +391,7 @@ bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, Pa
   *zeroed = !is_dirty(r.block(run).run_state);
   take_from_run(r, run, PageCount{0}, extra);
   PageDesc d = r.page(first);
+  set_descriptors_durable(r.block(first), false);
   for (uint32_t i = have.value; i < want.value; ++i) r.set_page(first + PageCount{i}, d);
   r.block(first).pages = want;
   r.header->page_heap.in_use_pages += extra.value;
@@ -398,6 +400,7 @@ bool page_heap_extend(const Region& r, MemorySource& source, PageIndex first, Pa
 
 void page_heap_shrink(const Region& r, PageIndex first, PageCount have, PageCount want,
                       uint32_t now_ms) {
+  set_descriptors_durable(r.block(first), false);
   r.block(first).pages = want;
   page_heap_free(r, first + want, PageCount{have.value - want.value}, now_ms);
 }

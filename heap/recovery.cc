@@ -382,6 +382,7 @@ uint32_t reclaim(const Region& r, const SizeClasses& classes, uint32_t holder, u
       if (b.kind != d.kind) b.kind = d.kind;
       if (b.cls != d.cls) b.cls = d.cls;
       if (b.pages.value != n) b.pages = PageCount{n};
+      set_descriptors_durable(b, false);
       bool empty = d.kind == PageKind::kHuge || block_repair(r, classes, at, leaked);
       if (empty) page_heap_free(r, at, PageCount{n}, now_ms);
       else keep(ctx, at);

@@ -224,6 +224,11 @@ void* ThreadHeap::alloc_big(size_t size, size_t align, bool* zeroed) {
   return alloc_huge(size, align, zeroed);
 }
 
+void* ThreadHeap::alloc_recoverable(size_t size) {
+  if (size <= medium_max_ || size > large_max_) return alloc(size);
+  return alloc_huge(size, kPageSize, nullptr);
+}
+
 void* ThreadHeap::alloc_large(size_t size, size_t align, bool* zeroed) {
   take_pending();
   bool fresh = false;

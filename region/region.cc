@@ -15,6 +15,7 @@
 #include "region/options.h"
 #include "region/region_allocator.h"
 #include "region/region_impl.h"
+#include "heap/inspect.h"
 #include "heap/recovery.h"
 #include "heap/region_format.h"
 #include "heap/region_upgrade.h"
@@ -202,10 +203,15 @@ absl::Status take_ownership(RegionImpl* impl, bool allocates, std::vector<Region
   impl->return_pool_caches(
       [&](uint32_t slot) { return impl->region.slots[slot].in_use.load(std::memory_order_acquire) == 0; });
   // Publishes a dead process had begun are finished; its reservations
-  // become orphans, freed once the region has a heap to free them with.
-  impl->settle_publish_log([&](uint32_t holder) {
-    return !(holder >= 1 && holder - 1 < impl->region.max_clients && live[holder - 1] != 0);
-  });
+  // become orphans, freed once the region has a heap to free them with,
+  // if the recovered heap holds their objects live (the descriptors alone
+  // say: every block recovered is ownerless now).
+  impl->settle_publish_log(
+      [&](uint32_t holder) { return !(holder >= 1 && holder - 1 < impl->region.max_clients && live[holder - 1] != 0); },
+      [&](uint64_t object) {
+        return object < impl->region.data_bytes &&
+               heap::region_object_bytes(impl->region, impl->pages->classes(), impl->region.data + object) != 0;
+      });
   if (!clean) {
     h.recoveries += 1;
     h.leaked_objects += report.leaked_objects;

@@ -136,7 +136,9 @@ class RegionImpl {
   region::PublishEntry* find_publish_log() const;
   // Owner: settles the log's entries of the holders `dead` names (an open
   // recovering the region, a dead client's reclaim).
-  void settle_publish_log(const std::function<bool(uint32_t holder)>& dead);
+  // `live` (offset of an object): see region::settle_publish_log.
+  void settle_publish_log(const std::function<bool(uint32_t holder)>& dead,
+                          const std::function<bool(uint64_t object)>& live = nullptr);
   // Persists [p, p + n) of the mapping, by discipline; failures are the
   // discipline's to report.
   region::PersistFn persist_fn() const;

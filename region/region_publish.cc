@@ -40,8 +40,9 @@ region::PublishEntry* RegionImpl::find_publish_log() const {
   return log;
 }
 
-void RegionImpl::settle_publish_log(const std::function<bool(uint32_t holder)>& dead) {
-  if (region::PublishEntry* log = find_publish_log()) region::settle_publish_log(region, log, dead, persist_fn());
+void RegionImpl::settle_publish_log(const std::function<bool(uint32_t holder)>& dead,
+                                    const std::function<bool(uint64_t object)>& live) {
+  if (region::PublishEntry* log = find_publish_log()) region::settle_publish_log(region, log, dead, persist_fn(), live);
 }
 
 region::PublishEntry* Region::publish_log() {
@@ -108,9 +109,12 @@ void* Region::reserve(size_t size) {
     errno = EAGAIN;  // every entry holds a reservation
     return nullptr;
   }
-  void* p = alloc(size);
+  // Never a large chunk: see ThreadHeap::alloc_recoverable.
+  heap::ThreadHeap* h = impl_->thread_heap();
+  void* p = h ? h->alloc_recoverable(size) : nullptr;
   if (p == nullptr) {
     int saved = errno;
+    impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
     region::release_publish_entry(*e, impl_->persist_fn());
     errno = saved;
     return nullptr;
@@ -118,7 +122,8 @@ void* Region::reserve(size_t size) {
   // A crash before this store leaks the object (one in flight); after it,
   // recovery frees it.
   e->object = offset_of(p) + 1;
-  e->state.store(region::kEntryReserved, std::memory_order_release);
+  e->link = e->value = e->batch = e->leader = 0;
+  region::seal_publish_entry(*e, region::kEntryReserved);
   heap::crash_point("publish.reserved");  // reserved, never to be published
   return p;
 }
@@ -132,7 +137,7 @@ static region::PublishEntry* entry_of(const RegionImpl& impl, const void* p) {
   for (uint32_t i = 0; i < region::kPublishEntries; ++i) {
     region::PublishEntry& e = log[i];
     if (e.holder.load(std::memory_order_acquire) == me && e.object == object &&
-        e.state.load(std::memory_order_acquire) == region::kEntryReserved) {
+        region::entry_state(e.state.load(std::memory_order_acquire)) == region::kEntryReserved) {
       return &e;
     }
   }
@@ -141,20 +146,28 @@ static region::PublishEntry* entry_of(const RegionImpl& impl, const void* p) {
 
 void RegionImpl::persist_allocation(const void* p, size_t bytes) const {
   region::PersistFn persist = persist_fn();
-  // The object and the chunk header before it (large objects), if any.
+  // The object (a reservation: segregated, or whole pages of its own).
   const char* c = static_cast<const char*>(p);
   heap::PageIndex page{static_cast<uint32_t>(region.offset_of(p) >> heap::kPageShift)};
   heap::PageIndex block{region.page(page).block};
   const char* start = region.page_address(block);
   const char* from = c - start >= 64 ? c - 64 : start;
   persist(from, static_cast<size_t>(c + bytes - from));
-  // What makes it live: its block's page descriptors, its descriptor, and
-  // the header's committed mark (pages above it are free to recovery).
-  uint32_t pages = region.block(block).pages.value;
-  if (pages == 0 || pages > region.page_limit() - block.value) pages = 1;
-  persist(&region.page_descs[block.value], size_t{pages} * sizeof(heap::PackedPageDesc));
-  persist(&region.block(block), sizeof(heap::BlockDesc));
-  persist(&region.header->page_heap.committed_pages, sizeof region.header->page_heap.committed_pages);
+  // What makes it live: its block's page descriptors, the header's committed
+  // mark (pages above it are free to recovery) and its block descriptor.
+  // The first two do not change while the block is in use, except where
+  // the heap clears the block's mark (a new block, a block resized): once a
+  // publish made them durable, later ones in the block skip them. The
+  // committed mark can fall (a trim) only to above every block in use.
+  heap::BlockDesc& desc = region.block(block);
+  if (!heap::descriptors_durable(desc)) {
+    uint32_t pages = desc.pages.value;
+    if (pages == 0 || pages > region.page_limit() - block.value) pages = 1;
+    persist(&region.page_descs[block.value], size_t{pages} * sizeof(heap::PackedPageDesc));
+    persist(&region.header->page_heap.committed_pages, sizeof region.header->page_heap.committed_pages);
+    heap::set_descriptors_durable(desc, true);
+  }
+  persist(&desc, sizeof(heap::BlockDesc));
 }
 
 absl::Status Region::publish(void* object, std::atomic<uint64_t>* link, uint64_t value) {
@@ -175,11 +188,11 @@ absl::Status Region::publish(void* object, std::atomic<uint64_t>* link, uint64_t
   region::PersistFn persist = impl_->persist_fn();
   // 1. The object, and what makes it live, reach the medium.
   impl_->persist_allocation(object, bytes);
-  // 2. The intent: from here on, recovery finishes the publish.
+  // 2. The intent, sealed and durable in one persist: from here on,
+  // recovery finishes the publish.
   e->link = offset_of(link);
   e->value = value;
-  persist(e, sizeof *e);
-  e->state.store(region::kEntryPublishing, std::memory_order_release);
+  region::seal_publish_entry(*e, region::kEntryPublishing);
   persist(e, sizeof *e);
   heap::crash_point("publish.intent");  // the entry durable, the link not yet stored
   // 3. The link.
@@ -235,14 +248,13 @@ absl::Status Region::publish(const PublishItem* items, size_t n) {
     e.value = items[i].value;
     e.batch = batch == 0 ? 1 : batch;
     e.leader = leader_index;
-    persist(&e, sizeof e);
-    e.state.store(region::kEntryBatched, std::memory_order_release);
+    region::seal_publish_entry(e, region::kEntryBatched);
     persist(&e, sizeof e);
   }
   heap::crash_point("publish.batch_intent");  // recorded, not committed: undone
   // 3. The commit: from here on, recovery stores every link.
-  leader.state.store(region::kEntryPublishing, std::memory_order_release);
-  persist(&leader, sizeof leader);
+  region::set_publish_state(leader, region::kEntryPublishing);
+  persist(&leader.state, sizeof leader.state);
   heap::crash_point("publish.batch_commit");  // committed, links not stored: finished
   // 4. The links.
   for (size_t i = 0; i < n; ++i) {

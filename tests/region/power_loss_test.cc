@@ -39,12 +39,15 @@
 #include <vector>
 
 #include "region/region.h"
+#include "power_loss_images.h"
 #include "region_test_util.h"
 
 namespace memd {
 namespace {
 
+using testing::read_file;
 using testing::TempDir;
+using testing::write_image;
 
 // Images per (discipline, seed) pair; sanitizer builds run fewer, slower.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -135,32 +138,6 @@ TEST(PowerLossChild, Run) {
   _exit(work_after_the_barrier(args));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Makes the file at `path` hold `bytes`, rewriting only the pages that
-// differ from what it holds (the images of one run differ in few pages, and
-// truncating and rewriting the whole file each time costs more than the test).
-bool write_image(const std::string& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::ftruncate(fd, static_cast<off_t>(bytes.size())) == 0;
-  std::string page(4096, '\0');
-  for (size_t at = 0; ok && at < bytes.size(); at += page.size()) {
-    size_t n = std::min(page.size(), bytes.size() - at);
-    ok = ::pread(fd, page.data(), n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
-    if (ok && std::memcmp(page.data(), bytes.data() + at, n) != 0) {
-      ok = ::pwrite(fd, bytes.data() + at, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
-    }
-  }
-  ::close(fd);
-  return ok;
-}
-
 struct PowerLoss {
   Discipline discipline;
   size_t unit;  // what a power cut may leave old or new: a page, or a cache line
@@ -214,7 +191,8 @@ std::string check_image(const std::string& path, Discipline d, const std::vector
 TEST_P(PowerLossTest, EveryImageRecoversWithTheBarriersObjectsIntact) {
   const PowerLoss& param = GetParam();
   int images = 0, differing_units_seen = 0;
-  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+  const testing::SeedRange seeds = testing::power_loss_seeds(kSeeds);
+  for (uint32_t seed = seeds.first; seed <= seeds.last; ++seed) {
     // In memory where there is a tmpfs: the images are the page cache's
     // business, and each close's msync to a disk would be most of the time.
     TempDir dir(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR"));
@@ -254,7 +232,9 @@ TEST_P(PowerLossTest, EveryImageRecoversWithTheBarriersObjectsIntact) {
     // barrier's length read as zero (holes) then.
     const size_t barrier_length = barrier.size();
     ASSERT_GE(after.size(), barrier_length);
-    if (param.discipline == Discipline::kPmem) ASSERT_EQ(after.size(), barrier_length);
+    if (param.discipline == Discipline::kPmem) {
+      ASSERT_EQ(after.size(), barrier_length);
+    }
     barrier.resize(after.size(), '\0');
     std::vector<size_t> differing;
     for (size_t at = 0; at < after.size(); at += param.unit) {
@@ -274,13 +254,14 @@ TEST_P(PowerLossTest, EveryImageRecoversWithTheBarriersObjectsIntact) {
       if (rng() % 2 == 0) image.resize(barrier_length);  // the growth did not reach the disk
       ASSERT_TRUE(write_image(image_path, image));
       std::string failure = check_image(image_path, param.discipline, kept, seed * 31 + static_cast<uint32_t>(i));
+      if (!failure.empty()) testing::keep_failed_image(image);
       ASSERT_EQ(failure, "") << "seed " << seed << ", image " << i << " (" << tenths << "/10 of "
                              << differing.size() << " units of " << param.unit << " bytes new)";
       ++images;
     }
   }
-  EXPECT_EQ(images, kSeeds * kImagesPerSeed);
-  EXPECT_GT(differing_units_seen, kSeeds * 10);
+  EXPECT_EQ(images, static_cast<int>(seeds.count()) * kImagesPerSeed);
+  EXPECT_GT(differing_units_seen, static_cast<int>(seeds.count()) * 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Units, PowerLossTest,
