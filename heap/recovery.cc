@@ -182,42 +182,57 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   free_taken_chunks(b, base, bytes, taken.tail);
   free_taken_chunks(b, base, bytes, RemoteList::head_of(remote_take(b)));
   remote_taken_done(b);
-  uint32_t off = 0, prev_size = 0;
-  bool any_live = false;
-  ChunkHeader* last_free = nullptr;
+  // Only headers of chunks that hold memory (live, sampled, or claimed by
+  // a remote free) are trusted, each for its own length; the memory between
+  // them is free, whatever free or broken headers it holds. A free header
+  // is not trusted for its length: after a power cut it can be older than
+  // the chunks after it (a split written back half, the front's new length
+  // on the medium and the rest's header not), and following it would skip
+  // them. A chunk that holds memory is never inside another that does, in
+  // any state the block was in (a chunk is freed before it is merged), so a
+  // scan that stops at the first such header never lands inside one.
+  auto holds = [&](uint32_t at) {
+    const auto* c = reinterpret_cast<const ChunkHeader*>(base + at);
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    return (chunk_state_is_live(state) || state == kChunkRemote) && c->size >= 2 * sizeof(ChunkHeader) &&
+           c->size % kChunkAlign == 0 && c->size <= bytes - at &&
+           c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
+  };
+  const uint32_t min_chunk = 2 * sizeof(ChunkHeader);
+  uint32_t off = 0;
+  ChunkHeader* last_held = nullptr;
   while (off < bytes) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + off);
-    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-    bool sane = c->size >= 2 * sizeof(ChunkHeader) && c->size % kChunkAlign == 0 && c->size <= bytes - off &&
-                (chunk_state_is_live(state) || chunk_state_is_free(state)) &&
-                c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
-    if (!sane) {
-      // The rest of the block becomes one free chunk.
-      if (off != 0 || any_live) ++*leaked;
-      c->size = bytes - off;
-      c->check = static_cast<uint32_t>(secret ^ r.offset_of(c));
-      state = kChunkFree;
-    }
-    c->prev_size = prev_size;
-    // A sampled chunk keeps its mark: whoever frees it counts it as it was
-    // counted when allocated.
-    if (chunk_state_is_live(state) || state == kChunkRemote) {
-      any_live = true;
-      last_free = nullptr;
-    } else if (last_free != nullptr) {
-      // Merge with the free chunk before: adoption expects coalesced chunks.
-      last_free->size += c->size;
+    if (holds(off)) {
+      // As it is: a sampled chunk keeps its mark, so that whoever frees it
+      // counts it as it was counted when allocated.
+      last_held = c;
       off += c->size;
       continue;
-    } else {
-      __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
-      last_free = c;
     }
-    prev_size = c->size;
-    off += c->size;
+    uint32_t state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    bool free_header = chunk_state_is_free(state) && c->check == static_cast<uint32_t>(secret ^ r.offset_of(c));
+    // Something was there that no free header accounts for: a chunk lost
+    // to the crash, as far as anyone can tell.
+    if (!free_header && (off != 0 || last_held != nullptr)) ++*leaked;
+    // The gap needs room for a header of its own, unless a chunk before it
+    // can take it (a gap between chunks of two different moments of the
+    // block, which a power cut can leave, may be a single granule).
+    uint32_t next = off + (last_held != nullptr ? kChunkAlign : min_chunk);
+    while (next + sizeof(ChunkHeader) <= bytes && !holds(next)) next += kChunkAlign;
+    if (next + sizeof(ChunkHeader) > bytes) next = bytes;
+    if (next - off < min_chunk) {
+      last_held->size += next - off;
+    } else {
+      c->size = next - off;
+      c->check = static_cast<uint32_t>(secret ^ r.offset_of(c));
+      __atomic_store_n(&c->state, kChunkFree, __ATOMIC_RELEASE);
+    }
+    off = next;
   }
-  // prev_size of a chunk after a merged run: fix in a second pass.
-  prev_size = 0;
+  const bool any_live = last_held != nullptr;
+  // Every chunk's prev_size, from the lengths just settled.
+  uint32_t prev_size = 0;
   for (off = 0; off < bytes;) {
     auto* c = reinterpret_cast<ChunkHeader*>(base + off);
     c->prev_size = prev_size;

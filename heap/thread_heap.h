@@ -107,13 +107,13 @@ class ThreadHeap {
   void* alloc_near(size_t size, const void* hint, size_t near_bytes);
   // `align` a power of two; any size.
   void* alloc_aligned(size_t size, size_t align);
-  // An object recovery finds from descriptors alone, whatever writes of other
-  // objects reach the medium later: a segregated object (its block's
+  // An object recovery finds from descriptors alone, whatever other writes
+  // reach the medium before a power cut: a segregated object (its block's
   // descriptor and its own free tag say), or, in place of a large chunk,
-  // whole pages of its own (a huge run: at most a page more). A large chunk
-  // is found by walking its block's chunk headers from the first, and a later
-  // split before it, half written back when the power goes, would cut that
-  // walk short (Region::reserve, for failure-atomic publish).
+  // whole pages of its own (a huge run: at most a page more). Recovery finds
+  // large chunks by their headers, and the header of a chunk freed since the
+  // last checkpoint can still read as live on the medium where a new object
+  // now lies (Region::reserve, for failure-atomic publish).
   void* alloc_recoverable(size_t size);
 
   // The common free, inline and with no call: a valid object of one of our
