@@ -439,8 +439,12 @@ class Region {
   // the caller set no site (region/call_site.h).
   void* method_alloc(size_t size, size_t align, bool zeroed, const void* caller) noexcept;
   void method_free(void* p, const void* caller) noexcept;
-  // free, with the caller its reports and a profile name.
-  void free_from(void* p, const void* caller) noexcept;
+  // free, with the caller its reports and a profile name (every case: free
+  // itself takes the common one inline).
+  __attribute__((noinline)) void free_from(void* p, const void* caller) noexcept;
+  // alloc's other cases (read-only, other methods, no heap) and its failure.
+  __attribute__((noinline)) void* alloc_other(size_t size, const void* caller) noexcept;
+  __attribute__((noinline, cold)) void* alloc_failed() noexcept;
   void* method_resize(void* p, size_t size, const void* caller) noexcept;
   size_t method_size(const void* p) const;
   // region/region_debug.cc

@@ -14,15 +14,37 @@ namespace memd {
 
 // --- data plane ---
 
+// alloc and free take the common case inline — the best method, a process
+// that may write, this thread's heap — and leave the rest, with every
+// report, to out-of-line calls: a fast path with no call in it needs no
+// stack frame (the wrapper's register saves cost more than its checks).
 void* Region::alloc(size_t size) noexcept {
+  RegionImpl* impl = impl_.get();
+  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
+  if (__builtin_expect(h != nullptr, 1)) {
+    if (void* p = h->try_alloc_fast(size)) return p;
+  }
+  return alloc_other(size, __builtin_return_address(0));
+}
+
+void* Region::alloc_failed() noexcept {
+  int saved = errno;
+  impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  errno = saved;
+  return nullptr;
+}
+
+// Everything alloc's fast path leaves: a new block, a sample, a big size,
+// a thread's first allocation (which attaches its heap).
+void* Region::alloc_other(size_t size, const void* caller) noexcept {
   if (impl_->read_only) {
     errno = EROFS;
     return nullptr;
   }
-  if (impl_->method != Method::kBest) return method_alloc(size, 16, false, __builtin_return_address(0));
+  if (impl_->method != Method::kBest) return method_alloc(size, 16, false, caller);
   heap::ThreadHeap* h = impl_->thread_heap();
   void* p = h ? h->alloc(size) : nullptr;
-  if (p == nullptr) impl_->event(RegionEvent::kNoMemory, nullptr, "allocation failed");
+  if (p == nullptr) return alloc_failed();
   return p;
 }
 
@@ -50,7 +72,7 @@ void* Region::alloc_zeroed(size_t size) noexcept {
   return h ? h->alloc_zeroed(size) : nullptr;
 }
 
-__attribute__((always_inline)) inline void Region::free_from(void* p, const void* caller) noexcept {
+void Region::free_from(void* p, const void* caller) noexcept {
   if (p == nullptr) return;
   if (impl_->read_only) {
     errno = EROFS;
@@ -79,7 +101,18 @@ __attribute__((always_inline)) inline void Region::free_from(void* p, const void
   }
 }
 
-void Region::free(void* p) noexcept { free_from(p, __builtin_return_address(0)); }
+void Region::free(void* p) noexcept {
+  RegionImpl* impl = impl_.get();
+  // An object of a block this thread owns, freed onto its list; anything
+  // else (a bad pointer, a remote or big free, a block that changes lists)
+  // is free_from's, which looks at it again from the start.
+  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
+  if (__builtin_expect(h != nullptr && impl->region.contains(p), 1)) {
+    uint64_t page_desc;
+    if (__builtin_expect(h->try_free_local(p, &page_desc), 1)) return;
+  }
+  free_from(p, __builtin_return_address(0));
+}
 
 size_t Region::alloc_batch(size_t n, size_t size, void** out) noexcept {
   if (n == 0) return 0;

@@ -55,6 +55,12 @@ void unregister_arena(const ArenaHandle& handle);
 // The calling thread's heap in the arena, attaching one if needed; nullptr
 // (errno set) if none can be had (ENOMEM: no page for the thread's table).
 heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle);
+// The calling thread's heap in the arena if it has one now; nullptr
+// otherwise (no call: for fast paths that leave everything else to others).
+inline heap::ThreadHeap* thread_heap_if_attached(const ArenaHandle& handle) {
+  const ThreadHeapEntry* e = thread_heap_entry(handle.id);
+  return __builtin_expect(e != nullptr && e->generation == handle.generation, 1) ? e->heap : nullptr;
+}
 inline heap::ThreadHeap* thread_heap(const ArenaHandle& handle) {
   const ThreadHeapEntry* e = thread_heap_entry(handle.id);
   if (__builtin_expect(e != nullptr && e->generation == handle.generation, 1)) return e->heap;
