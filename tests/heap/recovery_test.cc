@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -46,6 +47,14 @@ class RecoveryTest : public ThreadHeapFixture {
     char msg[256];
     EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
   }
+  // Three large chunks in one block, filled with 'a', 'b' and 'c'.
+  std::array<Obj, 3> three_large_chunks() {
+    std::array<Obj, 3> o{make(17000, 'a'), make(20000, 'b'), make(24000, 'c')};
+    EXPECT_EQ(block_of(o[0].p), block_of(o[2].p));
+    return o;
+  }
+  // Objects live as recovery's walk counts them, not only by their headers.
+  uint64_t busy_objects() { return region_stat(r(), pages_.classes()).busy_objects; }
   void expect_live(const Obj& o, char fill) {
     EXPECT_EQ(heap_->validate(o.p), FreeStatus::kOk);
     for (size_t i = 0; i < o.size; ++i) ASSERT_EQ(o.p[i], fill) << i;
@@ -184,10 +193,7 @@ TEST_F(RecoveryTest, ALargeBlockWithAGarbageChunkKeepsWhatPrecedesIt) {
 }
 
 TEST_F(RecoveryTest, ALargeChunkPastAGarbageHeaderSurvives) {
-  Obj a = make(17000, 'a');
-  Obj b = make(20000, 'b');
-  Obj c = make(24000, 'c');
-  ASSERT_EQ(block_of(a.p), block_of(c.p));
+  auto [a, b, c] = three_large_chunks();
   // b's header as a power cut can leave it (its page never written back):
   // the memory up to c is free, and c is found past it.
   auto* h = reinterpret_cast<ChunkHeader*>(b.p) - 1;
@@ -195,8 +201,7 @@ TEST_F(RecoveryTest, ALargeChunkPastAGarbageHeaderSurvives) {
   RecoveryReport rep = recover();
   EXPECT_EQ(rep.leaked_objects, 1u);
   expect_consistent();
-  // Live as the walk counts them, not only by their own headers.
-  EXPECT_EQ(region_stat(r(), pages_.classes()).busy_objects, 2u);
+  EXPECT_EQ(busy_objects(), 2u);
   expect_live(a, 'a');
   expect_live(c, 'c');
   EXPECT_NE(heap_->validate(b.p), FreeStatus::kOk);
@@ -207,10 +212,7 @@ TEST_F(RecoveryTest, ALargeChunkPastAGarbageHeaderSurvives) {
 // free chunk runs over two live ones (the front of a split written back,
 // the rest's headers not yet): both stay live.
 TEST_F(RecoveryTest, AStaleFreeHeaderRunningOverLiveChunksDoesNotHideThem) {
-  Obj a = make(17000, 'a');
-  Obj b = make(20000, 'b');
-  Obj c = make(24000, 'c');
-  ASSERT_EQ(block_of(a.p), block_of(c.p));
+  auto [a, b, c] = three_large_chunks();
   auto* ha = reinterpret_cast<ChunkHeader*>(a.p) - 1;
   auto* hc = reinterpret_cast<ChunkHeader*>(c.p) - 1;
   ha->size = static_cast<uint32_t>(reinterpret_cast<char*>(hc) + hc->size - reinterpret_cast<char*>(ha));
@@ -218,7 +220,7 @@ TEST_F(RecoveryTest, AStaleFreeHeaderRunningOverLiveChunksDoesNotHideThem) {
   RecoveryReport rep = recover();
   EXPECT_EQ(rep.leaked_objects, 0u);
   expect_consistent();
-  EXPECT_EQ(region_stat(r(), pages_.classes()).busy_objects, 2u);
+  EXPECT_EQ(busy_objects(), 2u);
   expect_live(b, 'b');
   expect_live(c, 'c');
   EXPECT_NE(heap_->validate(a.p), FreeStatus::kOk);
@@ -227,9 +229,7 @@ TEST_F(RecoveryTest, AStaleFreeHeaderRunningOverLiveChunksDoesNotHideThem) {
 // Chunks of two moments of a block can leave a gap of one granule between
 // them, too short for a chunk of its own: the chunk before takes it.
 TEST_F(RecoveryTest, AGapOfOneGranuleBetweenChunksJoinsTheChunkBefore) {
-  Obj a = make(17000, 'a');
-  Obj b = make(20000, 'b');
-  ASSERT_EQ(block_of(a.p), block_of(b.p));
+  auto [a, b, c] = three_large_chunks();
   auto* ha = reinterpret_cast<ChunkHeader*>(a.p) - 1;
   const uint32_t a_size = ha->size;
   ha->size -= kChunkAlign;  // the granule left holds a's bytes: no header
@@ -238,6 +238,7 @@ TEST_F(RecoveryTest, AGapOfOneGranuleBetweenChunksJoinsTheChunkBefore) {
   EXPECT_EQ(ha->size, a_size);
   expect_live(a, 'a');
   expect_live(b, 'b');
+  expect_live(c, 'c');
 }
 
 TEST_F(RecoveryTest, RemoteFreesInFlightStayUntilTheyArrive) {

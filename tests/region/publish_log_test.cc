@@ -43,15 +43,21 @@ Words words_of(const PublishEntry& e) {
 }
 void put_words(PublishEntry& e, const Words& w) { std::memcpy(static_cast<void*>(&e), w.data(), sizeof e); }
 
+// Reserves `object` (offset + 1) in the entry and seals its publish into
+// the link at `link` with the object as the value, as Region::publish does.
+void seal_publish_of(PublishEntry& e, uint64_t object, uint64_t link) {
+  e.object = object;
+  seal_publish_entry(e, kEntryReserved);
+  e.link = link;
+  e.value = object;
+  seal_publish_entry(e, kEntryPublishing);
+}
+
 // An entry that published object 0x100 into the link at 8 with value 0x101,
 // then was emptied: what the medium holds before the entry is used again.
 void used_once(PublishEntry& e) {
   e.holder.store(kHolder);
-  e.object = 0x101;
-  seal_publish_entry(e, kEntryReserved);
-  e.link = 8;
-  e.value = 0x101;
-  seal_publish_entry(e, kEntryPublishing);
+  seal_publish_of(e, 0x101, 8);
   set_publish_state(e, kEntryEmpty);
   e.holder.store(kHolder);  // claimed again by the next reservation
 }
@@ -60,11 +66,7 @@ TEST(PublishLog, ASealedPublishingEntryIsFinished) {
   Log log;
   PublishEntry& e = log.entry();
   used_once(e);
-  e.object = 0x201;
-  seal_publish_entry(e, kEntryReserved);
-  e.link = 16;
-  e.value = 0x201;
-  seal_publish_entry(e, kEntryPublishing);
+  seal_publish_of(e, 0x201, 16);
   EXPECT_EQ(log.settle(), 0u);
   EXPECT_EQ(log.data[2], 0x201u);
   EXPECT_EQ(log.data[1], 0u);
@@ -92,11 +94,7 @@ TEST(PublishLog, EveryMixOfAnIntentsWordsFinishesItWholeOrDoesNothing) {
   PublishEntry before{}, after{};
   used_once(before);
   std::memcpy(static_cast<void*>(&after), &before, sizeof before);
-  after.object = 0x401;
-  seal_publish_entry(after, kEntryReserved);  // in memory only: not on the medium
-  after.link = 32;
-  after.value = 0x401;
-  seal_publish_entry(after, kEntryPublishing);
+  seal_publish_of(after, 0x401, 32);  // its reservation's sealing never reached the medium
   const Words old_words = words_of(before), new_words = words_of(after);
   int finished = 0;
   for (uint32_t mask = 0; mask < 256; ++mask) {
@@ -165,11 +163,7 @@ TEST(PublishLog, AReservationWhoseObjectIsNotLiveIsDroppedNotOrphaned) {
 TEST(PublishLog, EmptyingAnEntryChangesOnlyItsStateWord) {
   PublishEntry e{};
   e.holder.store(kHolder);
-  e.object = 0x701;
-  seal_publish_entry(e, kEntryReserved);
-  e.link = 40;
-  e.value = 0x701;
-  seal_publish_entry(e, kEntryPublishing);
+  seal_publish_of(e, 0x701, 40);
   Words before = words_of(e);
   release_publish_entry(e, [](const void*, size_t) {});
   Words after = words_of(e);
