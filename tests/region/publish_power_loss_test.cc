@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -245,7 +246,7 @@ void work(Region& r, Slots& slots, Published& published, uint32_t seed, std::vec
 
 TEST(PublishPowerLoss, EveryCutLeavesEachLinkWholeAndItsObjectIntact) {
   int images = 0;
-  size_t cuts_in_flight = 0;
+  size_t cuts_seen = 0, cuts_in_flight = 0;
   const testing::SeedRange seeds = testing::power_loss_seeds(kSeeds);
   for (uint32_t seed = seeds.first; seed <= seeds.last; ++seed) {
     TempDir dir(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR"));
@@ -275,6 +276,7 @@ TEST(PublishPowerLoss, EveryCutLeavesEachLinkWholeAndItsObjectIntact) {
       for (void* p : loose) (*r)->free(p);
     }
     ASSERT_GT(cuts.size(), 20u);
+    cuts_seen += cuts.size();
     std::string image_path = dir.file("image.region");
     for (size_t c = 0; c < cuts.size(); ++c) {
       if (cuts[c].published.in_flight >= 0) ++cuts_in_flight;
@@ -291,6 +293,8 @@ TEST(PublishPowerLoss, EveryCutLeavesEachLinkWholeAndItsObjectIntact) {
       }
     }
   }
+  std::printf("%d images of %zu cuts (%zu inside a publish or a retirement), %u seeds\n", images, cuts_seen,
+              cuts_in_flight, seeds.count());
   EXPECT_GT(images, static_cast<int>(seeds.count()) * 20 * kImagesPerCut);
   // Most cuts fall inside a publish or a retirement: that is what is tested.
   EXPECT_GT(cuts_in_flight, size_t{seeds.count()} * 20);
