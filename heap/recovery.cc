@@ -221,7 +221,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
     uint32_t next = off + (last_held != nullptr ? kChunkAlign : min_chunk);
     while (next + sizeof(ChunkHeader) <= bytes && !holds(next)) next += kChunkAlign;
     if (next + sizeof(ChunkHeader) > bytes) next = bytes;
-    if (next - off < min_chunk) {
+    if (next - off < min_chunk && last_held != nullptr) {
       last_held->size += next - off;
     } else {
       c->size = next - off;
