@@ -76,18 +76,24 @@ class ThreadHeap {
     return alloc_big(size, 0, nullptr);
   }
   // alloc's fast path alone, with no call in it: an object of a segregated
-  // class from the current block's free list, or nullptr where alloc would
-  // do more (sample, take a new block, a big size), having changed nothing.
-  // For wrappers that must stay frameless (Region::alloc).
+  // class from the current block (its free list, else its never-used
+  // space), or nullptr where alloc would do more (sample, take a new block,
+  // a big size), having changed nothing. For wrappers that must stay
+  // frameless (Region::alloc).
   __attribute__((always_inline)) inline void* try_alloc_fast(size_t size) {
     if (__builtin_expect(size > medium_max_ || sample_countdown_ < static_cast<int64_t>(size), 0)) return nullptr;
     ClassList& cl = class_list(SizeClasses::class_of(size));
     BlockDesc& b = *cl.cur;
     uint32_t head = b.free_head;
-    if (__builtin_expect(head == 0, 0)) return nullptr;
+    if (__builtin_expect(head != 0, 1)) {
+      sample_countdown_ -= static_cast<int64_t>(size);
+      count_one(cl.counts.allocs);
+      return block_pop_free(b, cl.cur_base, head);
+    }
+    if (b.bump >= b.end) return nullptr;  // the empty block's end is 0
     sample_countdown_ -= static_cast<int64_t>(size);
     count_one(cl.counts.allocs);
-    return block_pop_free(b, cl.cur_base, head);
+    return block_pop_bump(b, cl.cur_base, cl.size);
   }
   // The fast path takes from the current block's free list only; a fresh
   // block's bump space is the slow path's first resort. One path to the

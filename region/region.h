@@ -131,6 +131,7 @@ struct RootInfo {
 class RegionImpl;
 namespace heap {
 struct SiteTable;
+class ThreadHeap;
 }  // namespace heap
 namespace region {
 class LeaseChannel;
@@ -442,6 +443,10 @@ class Region {
   // free, with the caller its reports and a profile name (every case: free
   // itself takes the common one inline).
   __attribute__((noinline)) void free_from(void* p, const void* caller) noexcept;
+  // What alloc and free leave to the heap's slow paths, out of line.
+  __attribute__((noinline)) void* alloc_from(heap::ThreadHeap* h, size_t size) noexcept;
+  __attribute__((noinline)) void free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc,
+                                                 const void* caller) noexcept;
   // alloc's other cases (read-only, other methods, no heap) and its failure.
   __attribute__((noinline)) void* alloc_other(size_t size, const void* caller) noexcept;
   __attribute__((noinline, cold)) void* alloc_failed() noexcept;

@@ -23,8 +23,16 @@ void* Region::alloc(size_t size) noexcept {
   heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
   if (__builtin_expect(h != nullptr, 1)) {
     if (void* p = h->try_alloc_fast(size)) return p;
+    return alloc_from(h, size);
   }
   return alloc_other(size, __builtin_return_address(0));
+}
+
+// The heap's own slow path (a new block, a sample, a big size), and the
+// event if even that fails.
+void* Region::alloc_from(heap::ThreadHeap* h, size_t size) noexcept {
+  void* p = h->alloc(size);
+  return p != nullptr ? p : alloc_failed();
 }
 
 void* Region::alloc_failed() noexcept {
@@ -110,8 +118,21 @@ void Region::free(void* p) noexcept {
   if (__builtin_expect(h != nullptr && impl->region.contains(p), 1)) {
     uint64_t page_desc;
     if (__builtin_expect(h->try_free_local(p, &page_desc), 1)) return;
+    return free_past_local(h, p, page_desc, __builtin_return_address(0));
   }
   free_from(p, __builtin_return_address(0));
+}
+
+// The heap's own slow path of a free whose page descriptor free just read
+// (a block that changes lists, a remote or big free, a bad pointer), and
+// its report.
+void Region::free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) noexcept {
+  heap::FreeStatus s = h->free_slow(p, page_desc);
+  if (__builtin_expect(s == heap::FreeStatus::kOk, 1)) return;
+  impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
+  region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
+                                                               : region::HeapError::kInvalidPointer,
+                            "memd::Region::free", p, caller);
 }
 
 size_t Region::alloc_batch(size_t n, size_t size, void** out) noexcept {
