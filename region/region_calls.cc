@@ -14,6 +14,19 @@ namespace memd {
 
 // --- data plane ---
 
+namespace {
+
+// A free the heap refused (kDoubleFree or kInvalid): the region's event and
+// the heap-error report, both naming the caller.
+void report_refused_free(const RegionImpl& impl, heap::FreeStatus s, void* p, const void* caller) {
+  impl.event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
+  region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
+                                                               : region::HeapError::kInvalidPointer,
+                            "memd::Region::free", p, caller);
+}
+
+}  // namespace
+
 // alloc and free take the common case inline — the best method, a process
 // that may write, this thread's heap — and leave the rest, with every
 // report, to out-of-line calls: a fast path with no call in it needs no
@@ -101,19 +114,15 @@ void Region::free_from(void* p, const void* caller) noexcept {
   }
   if (impl_->method != Method::kBest) return method_free(p, caller);
   heap::FreeStatus s = region::thread_heap_or_stranger(impl_->handle)->free(p);
-  if (s != heap::FreeStatus::kOk) {
-    impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
-    region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
-                                                                 : region::HeapError::kInvalidPointer,
-                              "memd::Region::free", p, caller);
-  }
+  if (s != heap::FreeStatus::kOk) report_refused_free(*impl_, s, p, caller);
 }
 
 void Region::free(void* p) noexcept {
   RegionImpl* impl = impl_.get();
-  // An object of a block this thread owns, freed onto its list; anything
-  // else (a bad pointer, a remote or big free, a block that changes lists)
-  // is free_from's, which looks at it again from the start.
+  // An object of a block this thread owns, freed onto its list; past that,
+  // the heap's slow path with the page descriptor already read
+  // (free_past_local). Other methods, a stranger thread, a pointer outside
+  // the region: free_from, with every check.
   heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
   if (__builtin_expect(h != nullptr && impl->region.contains(p), 1)) {
     uint64_t page_desc;
@@ -128,11 +137,7 @@ void Region::free(void* p) noexcept {
 // its report.
 void Region::free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) noexcept {
   heap::FreeStatus s = h->free_slow(p, page_desc);
-  if (__builtin_expect(s == heap::FreeStatus::kOk, 1)) return;
-  impl_->event(RegionEvent::kBadAddress, p, s == heap::FreeStatus::kDoubleFree ? "double free" : "not an object");
-  region::report_heap_error(s == heap::FreeStatus::kDoubleFree ? region::HeapError::kDoubleFree
-                                                               : region::HeapError::kInvalidPointer,
-                            "memd::Region::free", p, caller);
+  if (__builtin_expect(s != heap::FreeStatus::kOk, 0)) report_refused_free(*impl_, s, p, caller);
 }
 
 size_t Region::alloc_batch(size_t n, size_t size, void** out) noexcept {

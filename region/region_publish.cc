@@ -146,13 +146,11 @@ static region::PublishEntry* entry_of(const RegionImpl& impl, const void* p) {
 
 void RegionImpl::persist_allocation(const void* p, size_t bytes) const {
   region::PersistFn persist = persist_fn();
-  // The object (a reservation: segregated, or whole pages of its own).
-  const char* c = static_cast<const char*>(p);
+  // The object: a reservation is segregated or whole pages of its own, so
+  // it has no header before it (ThreadHeap::alloc_recoverable).
+  persist(p, bytes);
   heap::PageIndex page{static_cast<uint32_t>(region.offset_of(p) >> heap::kPageShift)};
   heap::PageIndex block{region.page(page).block};
-  const char* start = region.page_address(block);
-  const char* from = c - start >= 64 ? c - 64 : start;
-  persist(from, static_cast<size_t>(c + bytes - from));
   // What makes it live: its block's page descriptors, the header's committed
   // mark (pages above it are free to recovery) and its block descriptor.
   // The first two do not change while the block is in use, except where
