@@ -145,7 +145,16 @@ void Heap::compact() {
   handle_.arena->purge_all();
 }
 
-HeapStats Heap::stat() { return handle_.arena->stat(); }
+// The calling thread's gathered remote frees go out first, so that what it
+// freed shows as free (another thread's wait for its next slow path or exit).
+void Heap::flush_own_remote_frees() {
+  if (heap::ThreadHeap* h = region::thread_heap_if_attached(handle_)) h->flush_remote_frees();
+}
+
+HeapStats Heap::stat() {
+  flush_own_remote_frees();
+  return handle_.arena->stat();
+}
 
 heap::CounterSnapshot Heap::counters() const {
   heap::CounterSnapshot c;
@@ -154,6 +163,7 @@ heap::CounterSnapshot Heap::counters() const {
 }
 
 absl::Status Heap::check() {
+  flush_own_remote_frees();
   char message[256];
   if (handle_.arena->check(message, sizeof message)) return absl::OkStatus();
   return absl::InternalError(message);

@@ -75,6 +75,9 @@ class Heap {
   // Returns free memory to the system: the calling thread's empty blocks and
   // every empty page.
   void compact();
+  // Space in use. An object another thread freed may count as busy until
+  // that thread's next allocation slow path or exit (its remote frees go to
+  // the object's block in batches); the calling thread's own count as free.
   HeapStats stat();
   // What its thread heaps did (telemetry): allocations and frees per size
   // class, cumulative since the heap was made.
@@ -93,6 +96,7 @@ class Heap {
 
  private:
   Heap(region::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
+  void flush_own_remote_frees();
 
   region::ArenaHandle handle_;
   bool owned_;

@@ -79,8 +79,15 @@ enum class RemoteFree : uint8_t {
 // pushes; the other changes nothing. So no race of non-owners can put one
 // object on the remote list twice (a cycle the owner could not see without
 // walking the list).
+//
+// block_claim_remote is the claim alone: false if p carried its free tag
+// already. ThreadHeap::free_remote claims, then gathers objects of one block
+// into one push (remote_push_chain).
+inline bool block_claim_remote(char* p, uint64_t tag) {
+  return __atomic_exchange_n(&tag_of(p), tag, __ATOMIC_RELAXED) != tag;
+}
 inline RemoteFree block_free_remote(BlockDesc& b, char* p, uint32_t in_block, uint64_t tag) {
-  if (__atomic_exchange_n(&tag_of(p), tag, __ATOMIC_RELAXED) == tag) return RemoteFree::kAlreadyFree;
+  if (!block_claim_remote(p, tag)) return RemoteFree::kAlreadyFree;
   return remote_push(b, p, in_block) ? RemoteFree::kPushedFirst : RemoteFree::kPushed;
 }
 

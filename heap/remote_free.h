@@ -33,25 +33,36 @@ inline OwnerId owner_of(uint32_t word) { return word >> 1; }
 inline uint32_t slot_of(OwnerId id) { return id & (kMaxOwnerSlots - 1); }
 inline uint32_t generation_of(OwnerId id) { return id >> kOwnerSlotBits; }
 
-// Pushes in-block offset `in_block` (whose first 4 bytes at `p` hold the link)
-// on B's remote list, counting it. Returns true if the list was empty before.
-// The first object pushed on an empty list is its tail until the owner takes
-// the list. REQUIRES: in_block is a multiple of 8, at most RemoteList::kMaxOffset.
-// This is the bare push: a free claims the object first (block_free_remote,
-// LargeHeap::claim_remote), so that of two racing frees only one pushes.
-inline bool remote_push(BlockDesc& b, char* p, uint32_t in_block) {
-  const uint64_t obj = RemoteList::field(in_block + 1);
+// Pushes a chain of `count` objects of B on B's remote list, counting them:
+// `head` and `tail` are in-block offsets + 1 of its first and last object,
+// each object's first 4 bytes link to the next (in-block offset + 1), and
+// `tail_obj` is the last object, whose link the push sets. Returns true if
+// the list was empty before (tell the owner: notify_owner). The first object
+// pushed on an empty list is its tail until the owner takes the list.
+// REQUIRES: every offset a multiple of 8, at most RemoteList::kMaxOffset.
+// This is the bare push: a free claims each object first (block_free_remote,
+// ThreadHeap::free_remote, LargeHeap::claim_remote), so that of two racing
+// frees only one pushes.
+inline bool remote_push_chain(BlockDesc& b, char* tail_obj, uint32_t head, uint32_t tail, uint32_t count) {
+  const uint64_t head_field = RemoteList::field(head);
+  const uint64_t added = uint64_t{count} << RemoteList::kCountShift;
   uint64_t w = b.remote.load(std::memory_order_relaxed);
   uint64_t next;
   do {
-    uint64_t head = w & RemoteList::kLinkMask;
-    *reinterpret_cast<uint32_t*>(p) = RemoteList::link(head);
-    // Onto an empty list: p is also the tail, and the count starts at 1
-    // (whatever a corrupt word held besides a zero head is dropped).
-    next = head == 0 ? obj | obj << RemoteList::kLinkBits | RemoteList::kCountOne
-                     : ((w & ~RemoteList::kLinkMask) + RemoteList::kCountOne) | obj;
+    uint64_t old_head = w & RemoteList::kLinkMask;
+    *reinterpret_cast<uint32_t*>(tail_obj) = RemoteList::link(old_head);
+    // Onto an empty list: the chain's tail is the list's, and the count
+    // starts at the chain's (whatever a corrupt word held besides a zero
+    // head is dropped).
+    next = old_head == 0 ? head_field | RemoteList::field(tail) << RemoteList::kLinkBits | added
+                         : ((w & ~RemoteList::kLinkMask) + added) | head_field;
   } while (!b.remote.compare_exchange_weak(w, next, std::memory_order_seq_cst, std::memory_order_relaxed));
   return (w & RemoteList::kLinkMask) == 0;
+}
+
+// Pushes the one object `p` (in-block offset `in_block`) on B's remote list.
+inline bool remote_push(BlockDesc& b, char* p, uint32_t in_block) {
+  return remote_push_chain(b, p, in_block + 1, in_block + 1, 1);
 }
 
 // Taking. A remote list is taken in two steps: the compare-and-swap that

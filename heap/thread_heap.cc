@@ -34,6 +34,8 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   id_ = id;
   claim_id_ = id;
   my_slot_ = &r.slots[slot_of(id)];
+  for (RemoteBatch& rb : remote_batches_) rb = RemoteBatch{};
+  remote_batched_[0] = remote_batched_[1] = 0;
   huge_cache_ = HugeCache{};
   huge_cache_slots_ = std::clamp<uint32_t>(source->huge_runs_kept(), 1, kHugeCacheSlots);
   huge_cache_allowed_ = true;
@@ -130,6 +132,8 @@ void* ThreadHeap::alloc_slow(uint32_t cls) {
     count_one(cl.counts.allocs);
     return p;
   }
+  // The thread works its slow path: the frees it gathered go out too.
+  flush_remote_frees();
   take_pending();
   const ClassInfo& info = classes_->info(cls);
   for (;;) {
@@ -399,13 +403,39 @@ FreeStatus ThreadHeap::free_slow(void* p, uint64_t page_desc) {
     if ((b.flags & kBlockFull) || (used == 0 && &b != f.cl->cur)) after_local_free(b);
     return FreeStatus::kOk;
   }
-  switch (block_free_remote(b, f.obj, f.in_block, f.tag)) {
-    case RemoteFree::kAlreadyFree: return FreeStatus::kDoubleFree;  // lost a race with another free
-    case RemoteFree::kPushedFirst: notify_owner(region_, PageIndex{d.block}); break;
-    case RemoteFree::kPushed: break;
+  return free_remote(f);  // kDoubleFree if it lost a race with another free
+}
+
+FreeStatus ThreadHeap::free_remote_other_block(const SegregatedFree& f) {
+  if (!remote_batching_) {
+    if (remote_push(*f.block, f.obj, f.in_block)) notify_owner(region_, region_.index_of(*f.block));
+    return FreeStatus::kOk;
   }
-  count_one(f.cl->counts.frees);
+  const uint32_t cls = static_cast<uint32_t>(f.cl - lists_);
+  RemoteBatch& rb = remote_batches_[cls];
+  if (rb.count != 0) flush_remote_batch(rb);
+  const uint32_t entry = f.in_block + 1;
+  rb = RemoteBatch{f.block, entry, entry, 1, std::clamp<uint32_t>(kRemoteBatchBytes / f.cl->size, 1, kRemoteBatch)};
+  remote_batched_[cls / 64] |= uint64_t{1} << (cls % 64);
+  if (rb.limit == 1) flush_remote_batch(rb);  // objects too big to wait
   return FreeStatus::kOk;
+}
+
+void ThreadHeap::flush_remote_batch(RemoteBatch& rb) {
+  const uint32_t cls = static_cast<uint32_t>(&rb - remote_batches_);
+  remote_batched_[cls / 64] &= ~(uint64_t{1} << (cls % 64));
+  PageIndex block = region_.index_of(*rb.block);
+  char* tail_obj = region_.page_address(block) + rb.tail - 1;
+  if (remote_push_chain(*rb.block, tail_obj, rb.head, rb.tail, rb.count)) notify_owner(region_, block);
+  rb = RemoteBatch{};
+}
+
+void ThreadHeap::flush_remote_batches() {
+  for (uint32_t word = 0; word < 2; ++word) {
+    while (remote_batched_[word] != 0) {
+      flush_remote_batch(remote_batches_[word * 64 + static_cast<uint32_t>(__builtin_ctzll(remote_batched_[word]))]);
+    }
+  }
 }
 
 void ThreadHeap::after_local_free(BlockDesc& b) {
@@ -708,6 +738,7 @@ void ThreadHeap::release_huge_cache() {
 }
 
 void ThreadHeap::release_empty() {
+  flush_remote_frees();
   release_huge_cache();
   take_pending();
   for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
@@ -761,6 +792,9 @@ void ThreadHeap::retire_block(PageIndex p, bool empty) {
 }
 
 void ThreadHeap::abandon_all() {
+  // First: the batch may hold objects of our own blocks (adopted since),
+  // which the collection below then finds on their lists.
+  flush_remote_frees();
   pool_cache_flush(region_, &pool_cache);
   pool_cache.record = nullptr;  // its owner slot's: the next holder's now
   release_huge_cache();

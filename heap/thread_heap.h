@@ -21,7 +21,7 @@
 //       ours, block stays on its list: block_push_local
 //     free_slow(p)                                    [out of line]
 //       block was full / becomes empty -> after_local_free
-//       another owner's block: block_free_remote + notify_owner   [lock-free]
+//       another owner's block: free_remote (claim, gathered per block)  [lock-free]
 //       large: free_big (the owner's unsampled chunk: quick cache)
 //       huge: free_huge_object (a run up to 1 MiB: this thread's huge cache)
 #pragma once
@@ -138,7 +138,8 @@ class ThreadHeap {
 
   // The common free, inline and with no call: a valid object of one of our
   // own segregated blocks whose block neither leaves the full list nor
-  // empties. Returns false, having changed nothing, for anything else
+  // empties, or a remote free its class's chain takes without a push
+  // (free_remote). Returns false, having changed nothing, for anything else
   // (call free_slow with `*page_desc`, the packed descriptor of p's page
   // this read). REQUIRES: region().contains(p).
   __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
@@ -147,10 +148,19 @@ class ThreadHeap {
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
     SegregatedFree f = segregated_free(p, d);
     BlockDesc& b = *f.block;
-    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
-                             owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
-                             f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
-                         0)) {
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag, 0)) return false;
+    if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_, 0)) {
+      // A remote free that joins its class's chain and does not fill it.
+      // (With batching off no chain names a block: it never does.)
+      RemoteBatch& rb = remote_batches_[d.cls];
+      if (rb.block != &b || rb.count + 1 >= rb.limit || !block_claim_remote(f.obj, f.tag)) return false;
+      count_one(f.cl->counts.frees);
+      link_of(f.obj) = rb.head;
+      rb.head = f.in_block + 1;
+      ++rb.count;
+      return true;
+    }
+    if (__builtin_expect(f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur), 0)) {
       return false;
     }
     // Counted before the push: the class list's address is still in a
@@ -158,6 +168,22 @@ class ThreadHeap {
     count_one(f.cl->counts.frees);
     block_push_local(b, f.obj, f.in_block, f.tag);
     return true;
+  }
+
+  // The common free past try_free_local (which read `page_desc`): a valid,
+  // live object of another owner's segregated block, freed without a call
+  // or a system call (free_remote). Returns false, having changed nothing,
+  // for anything else, a double free included (call free_slow).
+  __attribute__((always_inline)) inline bool try_free_remote(void* p, uint64_t page_desc) {
+    PageDesc d = PageDesc::unpack(page_desc);
+    if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
+    SegregatedFree f = segregated_free(p, d);
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
+                             owner_of(f.block->owner_word.load(std::memory_order_relaxed)) == id_,
+                         0)) {
+      return false;
+    }
+    return free_remote(f) == FreeStatus::kOk;
   }
 
   // Any free. REQUIRES: region().contains(p).
@@ -209,6 +235,23 @@ class ThreadHeap {
   // Never keep a freed huge run for reuse: for a heap used by many threads
   // at once (the arena's stranger).
   void disable_huge_cache() { huge_cache_allowed_ = false; }
+  // Remote frees (of objects of other owners' blocks) can gather, per size
+  // class, into a chain of one block's objects that reaches the block's
+  // remote list in one push of up to kRemoteBatch objects (of at most
+  // kRemoteBatchBytes in all): when a free of the class meets another block,
+  // when the chain is full, on this heap's allocation slow path, and at
+  // flush_remote_frees. Until then the owner
+  // cannot reuse them (they count as in use in their block). Off by
+  // default, and only for heaps of a process-private arena: a chain lives in
+  // the process, so a process that dies with one in a shared region would
+  // leak it (there each free pushes at once, and a kill leaks at most the
+  // object in flight). Flush before a heap is put aside for a later thread.
+  static constexpr uint32_t kRemoteBatch = 64;
+  static constexpr uint32_t kRemoteBatchBytes = 16 * 1024;  // at most this much of a class waits
+  void enable_remote_batching() { remote_batching_ = true; }
+  void flush_remote_frees() {
+    if (remote_batched_[0] | remote_batched_[1]) flush_remote_batches();
+  }
   // The owner id a huge free or resize claims its run with (this heap's own
   // id unless set): the stranger of a leasing process claims with the
   // process's stash id, an owner slot the region's owner knows it holds.
@@ -263,6 +306,37 @@ class ThreadHeap {
     return {&cl, &blocks_[d.block], static_cast<char*>(p), in_block, free_tag(secret_, off),
             idx * cl.size == in_block && in_block < cl.end};
   }
+
+  // Per class: remote frees of one block claimed and linked, not yet pushed,
+  // a chain from `head` (newest) to `tail` (oldest, whose link the push
+  // sets), all in-block offsets + 1; block nullptr when there is none. The
+  // two words of remote_batched_ have a bit set for each class with a chain.
+  struct RemoteBatch {
+    BlockDesc* block = nullptr;
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    uint32_t count = 0;
+    uint32_t limit = 0;  // pushed at this count: kRemoteBatchBytes of objects, 1 to kRemoteBatch
+  };
+  // A remote free of f (an object start not carrying its free tag, in a
+  // block another heap owns): claims the object by swapping its free tag in
+  // (a racing free of it finds the tag and reports a double free), then
+  // pushes it, or adds it to its class's chain (enable_remote_batching).
+  __attribute__((always_inline)) FreeStatus free_remote(const SegregatedFree& f) {
+    if (!block_claim_remote(f.obj, f.tag)) return FreeStatus::kDoubleFree;
+    count_one(f.cl->counts.frees);
+    RemoteBatch& rb = remote_batches_[f.cl - lists_];
+    if (__builtin_expect(rb.block != f.block, 0)) return free_remote_other_block(f);
+    link_of(f.obj) = rb.head;
+    rb.head = f.in_block + 1;
+    if (__builtin_expect(++rb.count >= rb.limit, 0)) flush_remote_batch(rb);
+    return FreeStatus::kOk;
+  }
+  // free_remote of an object its class's chain cannot take (of another
+  // block, or no chain yet), or of any object with batching off.
+  __attribute__((noinline)) FreeStatus free_remote_other_block(const SegregatedFree& f);
+  __attribute__((noinline)) void flush_remote_batch(RemoteBatch& rb);
+  __attribute__((noinline)) void flush_remote_batches();
 
   void* alloc_slow(uint32_t cls);
   // The countdown passed zero: a sampled allocation, or not (with sampling
@@ -355,6 +429,10 @@ class ThreadHeap {
   HugeCache huge_cache_;
   uint32_t huge_cache_slots_ = kHugeCacheSlots;  // the source's huge_runs_kept
   bool huge_cache_allowed_ = true;
+  bool remote_batching_ = false;  // kept by init: the heap's host decides once
+  RemoteBatch remote_batches_[kMaxSegregatedClasses];
+  uint64_t remote_batched_[2] = {0, 0};
+  static_assert(kMaxSegregatedClasses <= 128, "two words of class bits");
   SampleDraws sample_draws_;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;

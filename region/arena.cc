@@ -43,6 +43,7 @@ bool Arena::init(const ArenaOptions& options) {
   pages_.init(&source_, heap::Region::attach(source_.base()));
   heap::BlockSource* blocks = prefault_.wrap(options.prefault, &pages_, pages_.region(), &pages_.classes());
   threads_.set_kept_heaps(options.kept_heaps);
+  threads_.set_gather_remote_frees(true);  // anonymous memory: no other process sees it
   return threads_.init(pages_.region(), &pages_.classes(), blocks, heap::kProcessHolder);
 }
 

@@ -73,6 +73,7 @@ heap::ThreadHeap* ThreadHeapPool::attach_thread() {
       }
     }
     oh->init(region_, classes_, source_, id);
+    if (gather_remote_frees_) oh->enable_remote_batching();
     return oh;
   }
   errno = EAGAIN;
@@ -93,6 +94,8 @@ void ThreadHeapPool::sum_counters(heap::CounterSnapshot* out) const {
 void ThreadHeapPool::detach_thread(heap::ThreadHeap* oh) {
   // Kept as it is, slot still held and pending stack open: the release
   // orders this thread's last writes to it before the next thread's use.
+  // Its gathered remote frees go now: a kept heap may wait long for a thread.
+  oh->flush_remote_frees();
   for (uint32_t i = 0; i < keep_limit_; ++i) {
     heap::ThreadHeap* expected = nullptr;
     if (kept_[i].compare_exchange_strong(expected, oh, std::memory_order_release, std::memory_order_relaxed)) return;

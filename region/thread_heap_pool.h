@@ -61,6 +61,10 @@ class ThreadHeapPool final : public ThreadHeapHost {
   // next thread to take it.
   static constexpr uint32_t kMaxKeptHeaps = 16;
   void set_kept_heaps(uint32_t n) { keep_limit_ = n < kMaxKeptHeaps ? n : kMaxKeptHeaps; }
+  // Thread heaps gather remote frees per class before pushing them
+  // (ThreadHeap::enable_remote_batching): for a process-private arena only,
+  // whose heaps die with the process. Never the stranger, which threads share.
+  void set_gather_remote_frees(bool on) { gather_remote_frees_ = on; }
 
   // Adds up the telemetry counters of every thread heap this process has
   // had here (cumulative: a slot's heap and its counts outlive its threads).
@@ -84,6 +88,7 @@ class ThreadHeapPool final : public ThreadHeapHost {
   // Heaps of exited threads waiting for a new thread; null: a free place.
   std::atomic<heap::ThreadHeap*> kept_[kMaxKeptHeaps] = {};
   uint32_t keep_limit_ = 0;
+  bool gather_remote_frees_ = false;
 
   // Gives the heap's blocks up and frees its owner slot.
   void abandon(heap::ThreadHeap* heap);

@@ -116,11 +116,18 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
   report(FreeStatus::kInvalid, "free", p, caller);
 }
 
-// A free the heap's inline path did not take; reports bad pointers.
-__attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
+// A free neither inline path took; reports bad pointers.
+__attribute__((noinline)) void release_other(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
   KeepErrno keep;
   FreeStatus s = h->free_slow(p, page_desc);
   if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
+}
+
+// A free the heap's inline path did not take: first the remote free of a
+// small object, which makes no system call (errno stays as it is).
+__attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
+  if (LIKELY(h->try_free_remote(p, page_desc))) return;
+  release_other(h, p, page_desc, caller);
 }
 
 // The fast path computes no caller address, and keeps nothing across a
