@@ -406,16 +406,17 @@ FreeStatus ThreadHeap::free_slow(void* p, uint64_t page_desc) {
   return free_remote(f);  // kDoubleFree if it lost a race with another free
 }
 
-FreeStatus ThreadHeap::free_remote_other_block(const SegregatedFree& f) {
+FreeStatus ThreadHeap::free_remote_other_block(ClassList* cl, BlockDesc* block, char* obj, uint32_t in_block) {
   if (!remote_batching_) {
-    if (remote_push(*f.block, f.obj, f.in_block)) notify_owner(region_, region_.index_of(*f.block));
+    count_one(cl->counts.frees);
+    if (remote_push(*block, obj, in_block)) notify_owner(region_, region_.index_of(*block));
     return FreeStatus::kOk;
   }
-  const uint32_t cls = static_cast<uint32_t>(f.cl - lists_);
+  const uint32_t cls = static_cast<uint32_t>(cl - lists_);
   RemoteBatch& rb = remote_batches_[cls];
   if (rb.count != 0) flush_remote_batch(rb);
-  const uint32_t entry = f.in_block + 1;
-  rb = RemoteBatch{f.block, entry, entry, 1, std::clamp<uint32_t>(kRemoteBatchBytes / f.cl->size, 1, kRemoteBatch)};
+  const uint32_t entry = in_block + 1;
+  rb = RemoteBatch{block, entry, entry, 1, std::clamp<uint32_t>(kRemoteBatchBytes / cl->size, 1, kRemoteBatch)};
   remote_batched_[cls / 64] |= uint64_t{1} << (cls % 64);
   if (rb.limit == 1) flush_remote_batch(rb);  // objects too big to wait
   return FreeStatus::kOk;
@@ -424,6 +425,7 @@ FreeStatus ThreadHeap::free_remote_other_block(const SegregatedFree& f) {
 void ThreadHeap::flush_remote_batch(RemoteBatch& rb) {
   const uint32_t cls = static_cast<uint32_t>(&rb - remote_batches_);
   remote_batched_[cls / 64] &= ~(uint64_t{1} << (cls % 64));
+  count_add(lists_[cls].counts.frees, rb.count);
   PageIndex block = region_.index_of(*rb.block);
   char* tail_obj = region_.page_address(block) + rb.tail - 1;
   if (remote_push_chain(*rb.block, tail_obj, rb.head, rb.tail, rb.count)) notify_owner(region_, block);

@@ -138,8 +138,7 @@ class ThreadHeap {
 
   // The common free, inline and with no call: a valid object of one of our
   // own segregated blocks whose block neither leaves the full list nor
-  // empties, or a remote free its class's chain takes without a push
-  // (free_remote). Returns false, having changed nothing, for anything else
+  // empties. Returns false, having changed nothing, for anything else
   // (call free_slow with `*page_desc`, the packed descriptor of p's page
   // this read). REQUIRES: region().contains(p).
   __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
@@ -148,19 +147,10 @@ class ThreadHeap {
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
     SegregatedFree f = segregated_free(p, d);
     BlockDesc& b = *f.block;
-    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag, 0)) return false;
-    if (__builtin_expect(owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_, 0)) {
-      // A remote free that joins its class's chain and does not fill it.
-      // (With batching off no chain names a block: it never does.)
-      RemoteBatch& rb = remote_batches_[d.cls];
-      if (rb.block != &b || rb.count + 1 >= rb.limit || !block_claim_remote(f.obj, f.tag)) return false;
-      count_one(f.cl->counts.frees);
-      link_of(f.obj) = rb.head;
-      rb.head = f.in_block + 1;
-      ++rb.count;
-      return true;
-    }
-    if (__builtin_expect(f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur), 0)) {
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
+                             owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
+                             f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
+                         0)) {
       return false;
     }
     // Counted before the push: the class list's address is still in a
@@ -171,9 +161,11 @@ class ThreadHeap {
   }
 
   // The common free past try_free_local (which read `page_desc`): a valid,
-  // live object of another owner's segregated block, freed without a call
-  // or a system call (free_remote). Returns false, having changed nothing,
-  // for anything else, a double free included (call free_slow).
+  // live object of another owner's segregated block, freed with no system
+  // call (free_remote). Returns false, having changed nothing, for anything
+  // else, a double free included (call free_slow). Kept out of
+  // try_free_local: the registers it needs there cost the local free a
+  // saved register.
   __attribute__((always_inline)) inline bool try_free_remote(void* p, uint64_t page_desc) {
     PageDesc d = PageDesc::unpack(page_desc);
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
@@ -321,12 +313,12 @@ class ThreadHeap {
   // A remote free of f (an object start not carrying its free tag, in a
   // block another heap owns): claims the object by swapping its free tag in
   // (a racing free of it finds the tag and reports a double free), then
-  // pushes it, or adds it to its class's chain (enable_remote_batching).
+  // pushes it, or adds it to its class's chain (enable_remote_batching). A
+  // chain's frees are counted when it is pushed.
   __attribute__((always_inline)) FreeStatus free_remote(const SegregatedFree& f) {
     if (!block_claim_remote(f.obj, f.tag)) return FreeStatus::kDoubleFree;
-    count_one(f.cl->counts.frees);
     RemoteBatch& rb = remote_batches_[f.cl - lists_];
-    if (__builtin_expect(rb.block != f.block, 0)) return free_remote_other_block(f);
+    if (__builtin_expect(rb.block != f.block, 0)) return free_remote_other_block(f.cl, f.block, f.obj, f.in_block);
     link_of(f.obj) = rb.head;
     rb.head = f.in_block + 1;
     if (__builtin_expect(++rb.count >= rb.limit, 0)) flush_remote_batch(rb);
@@ -334,7 +326,9 @@ class ThreadHeap {
   }
   // free_remote of an object its class's chain cannot take (of another
   // block, or no chain yet), or of any object with batching off.
-  __attribute__((noinline)) FreeStatus free_remote_other_block(const SegregatedFree& f);
+  // (Its arguments in registers: a SegregatedFree would go through memory.)
+  __attribute__((noinline)) FreeStatus free_remote_other_block(ClassList* cl, BlockDesc* block, char* obj,
+                                                               uint32_t in_block);
   __attribute__((noinline)) void flush_remote_batch(RemoteBatch& rb);
   __attribute__((noinline)) void flush_remote_batches();
 
