@@ -100,6 +100,9 @@ void Heap::free(void* p) noexcept {
 void Heap::free_batch(void* const* p, size_t n) noexcept {
   if (p == nullptr || n == 0) return;
   heap::ThreadHeap* h = region::thread_heap_or_stranger(handle_);
+  // The frees of another thread's block go to it as one chain; never in the
+  // stranger, which threads share.
+  heap::ThreadHeap::GatherRemoteFrees gather(h == handle_.arena->stranger() ? nullptr : h);
   for (size_t i = 0; i < n; ++i) {
     if (p[i] != nullptr) free_with(*this, h, p[i], "memd::Heap::free_batch", __builtin_return_address(0));
   }

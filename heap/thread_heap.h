@@ -168,13 +168,15 @@ class ThreadHeap {
   // saved register.
   __attribute__((always_inline)) inline bool try_free_remote(void* p, uint64_t page_desc) {
     PageDesc d = PageDesc::unpack(page_desc);
-    if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
-    SegregatedFree f = segregated_free(p, d);
-    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
-                             owner_of(f.block->owner_word.load(std::memory_order_relaxed)) == id_,
+    // The owner first: our own blocks' frees (a full block's, an emptying
+    // one's) come here too, and go on at once.
+    if (__builtin_expect(d.kind != PageKind::kSegregated ||
+                             owner_of(blocks_[d.block].owner_word.load(std::memory_order_relaxed)) == id_,
                          0)) {
       return false;
     }
+    SegregatedFree f = segregated_free(p, d);
+    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag, 0)) return false;
     return free_remote(f) == FreeStatus::kOk;
   }
 
@@ -241,6 +243,27 @@ class ThreadHeap {
   static constexpr uint32_t kRemoteBatch = 64;
   static constexpr uint32_t kRemoteBatchBytes = 16 * 1024;  // at most this much of a class waits
   void enable_remote_batching() { remote_batching_ = true; }
+  // A batch of frees (free_batch) gathers remote frees into chains even
+  // where batching is off, and pushes them before it returns: n frees of
+  // another owner's block cost one push, and a process killed during the
+  // call leaks at most that call's objects, the ones in flight.
+  class GatherRemoteFrees {
+   public:
+    explicit GatherRemoteFrees(ThreadHeap* h) : h_(h), was_(h != nullptr && h->remote_batching_) {
+      if (h_ != nullptr) h_->remote_batching_ = true;
+    }
+    ~GatherRemoteFrees() {
+      if (h_ == nullptr) return;
+      h_->remote_batching_ = was_;
+      h_->flush_remote_frees();
+    }
+    GatherRemoteFrees(const GatherRemoteFrees&) = delete;
+    GatherRemoteFrees& operator=(const GatherRemoteFrees&) = delete;
+
+   private:
+    ThreadHeap* h_;
+    bool was_;
+  };
   void flush_remote_frees() {
     if (remote_batched_[0] | remote_batched_[1]) flush_remote_batches();
   }

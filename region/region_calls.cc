@@ -181,6 +181,10 @@ void* Region::alloc_near(size_t size, const void* hint, size_t near_bytes) noexc
 void Region::free_batch(void* const* p, size_t n) noexcept {
   if (p == nullptr) return;
   const void* caller = __builtin_return_address(0);
+  // The frees of another thread's block go to it as one chain (the heap
+  // free_from uses is this thread's own, when it has one).
+  heap::ThreadHeap* h = impl_->plain_data_plane() ? region::thread_heap_if_attached(impl_->handle) : nullptr;
+  heap::ThreadHeap::GatherRemoteFrees gather(h);
   for (size_t i = 0; i < n; ++i) {
     if (p[i] != nullptr) free_from(p[i], caller);
   }

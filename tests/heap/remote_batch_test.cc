@@ -136,5 +136,22 @@ TEST_F(RemoteBatchTest, WithBatchingOffEveryRemoteFreeIsPushedAtOnce) {
   }
 }
 
+TEST_F(RemoteBatchTest, AFreeBatchGathersEvenWithBatchingOffAndPushesBeforeItEnds) {
+  ThreadHeap* plain = pool_.attach_thread();
+  ASSERT_NE(plain, nullptr);
+  std::vector<char*> objs = same_block(64, 8);
+  {
+    ThreadHeap::GatherRemoteFrees gather(plain);
+    for (char* p : objs) ASSERT_EQ(plain->free(p), FreeStatus::kOk);
+    EXPECT_EQ(remote_of(objs[0]).count, 0u) << "pushed one by one inside a batch";
+  }
+  EXPECT_EQ(remote_of(objs[0]).count, objs.size()) << "the batch's chain outlived it";
+  EXPECT_EQ(listed(objs[0]), std::set<const void*>(objs.begin(), objs.end()));
+  // Batching is off again afterwards.
+  std::vector<char*> more = same_block(64, 2);
+  ASSERT_EQ(plain->free(more[0]), FreeStatus::kOk);
+  EXPECT_EQ(remote_of(more[0]).count, block_of(more[0]) == block_of(objs[0]) ? objs.size() + 1 : 1u);
+}
+
 }  // namespace
 }  // namespace memd::heap
