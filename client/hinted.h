@@ -3,7 +3,8 @@
 // the hint travels beside the call: HintedAllocator reads it from a small
 // state its copies and rebinds share, and memd::hinted_list sets it to
 // the element a new node will follow before each insertion; hinted_set and
-// hinted_map set it to the new key's neighbour in key order. The node then
+// hinted_map set it to the new key's neighbour in key order; hinted_deque
+// to the end element a new chunk continues. The node then
 // lands near that element when the element's block has room
 // (Heap::alloc_near, within a page), and a walk in order touches fewer
 // pages. A hint is advice: a stale one (its element erased) costs a look,
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <concepts>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <iterator>
@@ -348,6 +350,38 @@ class hinted_map : public std::map<Key, T, Compare, HintedAllocator<std::pair<co
     if (!placed.second) placed.first->second = std::forward<M>(mapped);
     return placed;
   }
+};
+
+// std::deque whose growth hints the element the new chunk will continue:
+// push_back and emplace_back hint the last element, push_front and
+// emplace_front the first. libstdc++ allocates a deque's elements in
+// chunks of 512 bytes (or one element, if bigger) as an end fills, so the
+// next chunk lands by the one it follows and a walk from end to end steps
+// through neighbouring memory. The map of chunk pointers, reallocated now
+// and then, takes the hint too: a size that is not the hint's class is
+// served the plain way. Other insertions (insert, resize, assign) pass no
+// fresh hint. Everything else is std::deque's.
+template <class T>
+class hinted_deque : public std::deque<T, HintedAllocator<T>> {
+  using base = std::deque<T, HintedAllocator<T>>;
+
+ public:
+  explicit hinted_deque(Heap& heap) : base(HintedAllocator<T>(heap)) {}
+
+  template <class... Args>
+  T& emplace_back(Args&&... args) {
+    this->get_allocator().hint(this->empty() ? nullptr : &this->back());
+    return base::emplace_back(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  T& emplace_front(Args&&... args) {
+    this->get_allocator().hint(this->empty() ? nullptr : &this->front());
+    return base::emplace_front(std::forward<Args>(args)...);
+  }
+  void push_back(const T& v) { emplace_back(v); }
+  void push_back(T&& v) { emplace_back(std::move(v)); }
+  void push_front(const T& v) { emplace_front(v); }
+  void push_front(T&& v) { emplace_front(std::move(v)); }
 };
 
 }  // namespace memd

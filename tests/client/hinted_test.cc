@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <list>
 #include <map>
@@ -346,6 +348,88 @@ TEST_F(HintedTest, SetNodesLandNearTheirNeighbourInKeyOrder) {
   double without = inserted_near_neighbour_fraction(**other, plain);
   EXPECT_GE(with_hints, 0.8) << "without hints: " << without;
   EXPECT_GT(with_hints, without + 0.3) << "without hints: " << without;
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);
+  ExpectConsistent();
+}
+
+struct Elem64 {
+  uint64_t v[8];  // 8 to a 512-byte chunk of libstdc++'s deque
+};
+
+// A deque of 1,000 chunks built with 7 other objects of a chunk's size
+// made after each chunk, all then freed in random order (room by every
+// chunk, and free lists in no order), then grown by as many chunks again:
+// the fraction of the new chunks within a page of the chunk they continue.
+template <class Deque>
+double chunks_near_fraction(Heap& heap, Deque& dq) {
+  std::mt19937 rng(7);
+  std::vector<void*> others;
+  uint64_t n = 0;
+  for (int c = 0; c < 1000; ++c) {
+    for (int i = 0; i < 8; ++i) dq.push_back(Elem64{{n++}});
+    for (int k = 0; k < 7; ++k) others.push_back(heap.alloc(512));
+  }
+  std::shuffle(others.begin(), others.end(), rng);
+  for (void* p : others) heap.free(p);
+  const size_t first = dq.size();
+  for (int c = 0; c < 1000; ++c) {
+    for (int i = 0; i < 8; ++i) dq.push_back(Elem64{{n++}});
+  }
+  size_t near = 0, pairs = 0;
+  for (size_t k = first; k < dq.size(); k += 8) {
+    auto a = reinterpret_cast<uintptr_t>(&dq[k - 1]), b = reinterpret_cast<uintptr_t>(&dq[k]);
+    near += (a > b ? a - b : b - a) <= 4096;
+    ++pairs;
+  }
+  for (size_t i = 0; i < dq.size(); ++i) EXPECT_EQ(dq[i].v[0], i);
+  return static_cast<double>(near) / static_cast<double>(pairs);
+}
+
+TEST_F(HintedTest, DequeChunksLandNearTheChunkTheyContinue) {
+  double with_hints, without;
+  {
+    hinted_deque<Elem64> hinted(*heap_);
+    with_hints = chunks_near_fraction(*heap_, hinted);
+  }
+  auto other = Heap::create();
+  ASSERT_TRUE(other.ok());
+  {
+    std::deque<Elem64, Allocator<Elem64>> plain{Allocator<Elem64>(**other)};
+    without = chunks_near_fraction(**other, plain);
+  }
+  EXPECT_GE(with_hints, 0.8) << "without hints: " << without;
+  EXPECT_GT(with_hints, without + 0.3) << "without hints: " << without;
+  EXPECT_EQ(heap_->stat().busy_objects, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HintedTest, ADequeIsADequeAndHintsItsEnds) {
+  {
+  hinted_deque<Elem64> dq(*heap_);
+  std::deque<uint64_t> model;
+  std::mt19937 rng(3);
+  for (uint64_t i = 0; i < 3000; ++i) {
+    switch (rng() % 5) {
+      case 0: dq.push_front(Elem64{{i}}); model.push_front(i); break;
+      case 1: dq.emplace_front(Elem64{{i}}); model.push_front(i); break;
+      case 2: {
+        const void* last = dq.empty() ? nullptr : &dq.back();
+        dq.push_back(Elem64{{i}});
+        model.push_back(i);
+        EXPECT_EQ(dq.get_allocator().state()->next.load(), last) << "push_back did not hint the last element";
+        break;
+      }
+      case 3: dq.emplace_back(Elem64{{i}}); model.push_back(i); break;
+      default:
+        if (!model.empty()) {
+          dq.pop_front();
+          model.pop_front();
+        }
+    }
+  }
+  ASSERT_EQ(dq.size(), model.size());
+  for (size_t i = 0; i < model.size(); ++i) EXPECT_EQ(dq[i].v[0], model[i]);
+  }
   EXPECT_EQ(heap_->stat().busy_objects, 0u);
   ExpectConsistent();
 }
