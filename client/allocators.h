@@ -63,4 +63,72 @@ class Allocator {
   Heap* heap_;
 };
 
+// An STL allocator for node containers (std::list, std::set, std::map, the
+// unordered ones): single nodes come from a small cache that one
+// Heap::alloc_batch call fills, and freed nodes go back into it; what it
+// holds past its size, and all of it when the allocator is destroyed, goes
+// back with one Heap::free_batch. Every other request (arrays, bucket
+// tables, over-aligned types) is Allocator's. The cache is the allocator
+// object's own: a copy or a rebind starts empty, so a container (which
+// keeps one rebound copy) has one, and containers on different threads
+// share none. Nodes are freed by any copy (the heap is what compares).
+template <class T, size_t kBatch = 16>
+class NodeAllocator {
+ public:
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = NodeAllocator<U, kBatch>;
+  };
+  explicit NodeAllocator(Heap& heap) noexcept : heap_(&heap) {}
+  template <class U>
+  NodeAllocator(const NodeAllocator<U, kBatch>& other) noexcept : heap_(&other.heap()) {}
+  NodeAllocator(const NodeAllocator& other) noexcept : heap_(other.heap_) {}
+  NodeAllocator& operator=(const NodeAllocator& other) noexcept {
+    if (this != &other) {
+      release_spares();
+      heap_ = other.heap_;
+    }
+    return *this;
+  }
+  ~NodeAllocator() { release_spares(); }
+
+  T* allocate(size_t n) {
+    if (n != 1 || !kBatched) return Allocator<T>(*heap_).allocate(n);
+    if (count_ == 0) {
+      count_ = heap_->alloc_batch(kBatch, sizeof(T), spare_);
+      if (count_ == 0) throw std::bad_alloc();
+    }
+    return static_cast<T*>(spare_[--count_]);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n != 1 || !kBatched) return heap_->free(p);
+    if (count_ == 2 * kBatch) {  // full: the older half goes back at once
+      heap_->free_batch(spare_, kBatch);
+      for (size_t i = 0; i < kBatch; ++i) spare_[i] = spare_[kBatch + i];
+      count_ = kBatch;
+    }
+    spare_[count_++] = p;
+  }
+  Heap& heap() const noexcept { return *heap_; }
+  size_t spares() const noexcept { return count_; }
+
+  template <class U>
+  bool operator==(const NodeAllocator<U, kBatch>& o) const noexcept {
+    return heap_ == &o.heap();
+  }
+
+ private:
+  // alloc_batch's objects keep the alignment of their size class, at least
+  // 8 bytes: an over-aligned node takes the single calls.
+  static constexpr bool kBatched = alignof(T) <= 8;
+  void release_spares() noexcept {
+    if (count_ != 0) heap_->free_batch(spare_, count_);
+    count_ = 0;
+  }
+  Heap* heap_;
+  size_t count_ = 0;
+  void* spare_[2 * kBatch];
+};
+
 }  // namespace memd

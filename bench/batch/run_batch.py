@@ -27,6 +27,8 @@ def main():
     rows, skipped = side_by_side.peer_rows(a.build)
     rows["memd::Heap single calls"] = ("heap-single", None)
     rows["memd::Heap alloc_batch/free_batch"] = ("heap-batch", None)
+    rows["std::list, memd::Allocator"] = ("list-heap", None)
+    rows["std::list, memd::NodeAllocator (batches)"] = ("list-node", None)
     load_before = os.getloadavg()
     results = side_by_side.run_rounds(launcher, binary, rows, {c: [c[0], c[1], a.seconds] for c in CASES}, a.rounds)
     ns = {key: measures["ns_per_object"] for key, measures in results.items()}
@@ -41,7 +43,10 @@ def main():
         f"{a.seconds} s after a warm-up (one process, one thread). ns per object (its alloc and its free), median of "
         f"{a.rounds} rounds; every round runs every row of every case. The ratio is to glibc's malloc, taken per round, "
         "then the median. memd::Heap rows are a private heap through the C++ API (no shim); the malloc rows run "
-        "the same binary with the allocator preloaded (memd: libmemd-malloc.so). Source: bench/batch/bench_batch.cc.",
+        "the same binary with the allocator preloaded (memd: libmemd-malloc.so). The std::list rows build a list of K "
+        "nodes of that size (links included) and clear it, on a memd::Heap, through memd::Allocator (one call per "
+        "node) or memd::NodeAllocator (nodes from alloc_batch, given back with free_batch). "
+        "Source: bench/batch/bench_batch.cc.",
         "",
     ]
     lines += side_by_side.skipped_lines(skipped)
@@ -55,7 +60,10 @@ def main():
             lines.append(f"| {name} | {statistics.median(v):.1f} | {ratio:.2f}× |")
         single, batch = ns[(case, "memd::Heap single calls")], ns[(case, "memd::Heap alloc_batch/free_batch")]
         speedup = side_by_side.paired_ratio(single, batch)
-        lines += ["", f"Batch over single calls on the same heap: {speedup:.2f}× the throughput (paired per round).", ""]
+        listed, nodes = ns[(case, "std::list, memd::Allocator")], ns[(case, "std::list, memd::NodeAllocator (batches)")]
+        node_speedup = side_by_side.paired_ratio(listed, nodes)
+        lines += ["", f"Batch over single calls on the same heap: {speedup:.2f}× the throughput (paired per round); "
+                  f"a std::list through NodeAllocator over Allocator: {node_speedup:.2f}×.", ""]
     side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "batch", now[:10], "run_batch",
                                  write=not a.no_write)
 

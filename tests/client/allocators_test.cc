@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <list>
 #include <map>
+#include <set>
 #include <memory_resource>
 #include <string>
 #include <string_view>
@@ -63,6 +65,64 @@ TEST(Allocators, ExhaustionThrowsBadAlloc) {
   EXPECT_THROW(Allocator<uint64_t>(*heap).allocate(SIZE_MAX / 4), std::bad_array_new_length);
   HeapResource r(*heap);
   EXPECT_THROW((void)r.allocate(size_t{1} << 30), std::bad_alloc);
+}
+
+struct Node48 {
+  uint64_t v[6];
+};
+
+TEST(Allocators, NodeAllocatorTakesNodesInBatchesAndGivesThemAllBack) {
+  auto heap = NewHeap();
+  using Alloc = NodeAllocator<Node48>;
+  {
+    std::list<Node48, Alloc> l{Alloc(*heap)};
+    l.push_back(Node48{{1}});
+    // One alloc_batch: the node, and the rest of the batch kept aside.
+    EXPECT_EQ(heap->stat().busy_objects, 16u);
+    for (uint64_t i = 2; i <= 16; ++i) l.push_back(Node48{{i}});
+    EXPECT_EQ(heap->stat().busy_objects, 16u) << "a new batch before the first was used up";
+    l.push_back(Node48{{17}});
+    EXPECT_EQ(heap->stat().busy_objects, 32u);
+    // Freed nodes go back to the cache, at most two batches of them: the
+    // rest go back to the heap.
+    for (uint64_t i = 18; i <= 1000; ++i) l.push_back(Node48{{i}});
+    EXPECT_LE(heap->stat().busy_objects, 1000u + 31u);
+    for (auto it = l.begin(); it != l.end();) it = it->v[0] % 3 == 0 ? l.erase(it) : std::next(it);
+    EXPECT_LE(heap->stat().busy_objects, l.size() + 32u);
+    uint64_t want = 1;
+    for (const Node48& n : l) {
+      if (want % 3 == 0) ++want;
+      EXPECT_EQ(n.v[0], want++);
+    }
+    // Another container's allocator shares no cache, and frees what this
+    // one made (one heap).
+    std::list<Node48, Alloc> other{Alloc(*heap)};
+    other.splice(other.end(), l, l.begin());
+    EXPECT_EQ(other.front().v[0], 1u);
+    std::set<int, std::less<int>, NodeAllocator<int>> s{NodeAllocator<int>(*heap)};
+    for (int i = 0; i < 500; ++i) s.insert(i * 7 % 500);
+    EXPECT_EQ(s.size(), 500u);
+    EXPECT_EQ(*s.begin(), 0);
+  }
+  EXPECT_EQ(heap->stat().busy_objects, 0u) << "the caches were not given back";
+  EXPECT_TRUE(heap->check().ok());
+}
+
+TEST(Allocators, NodeAllocatorServesArraysAndOverAlignedTypesSingly) {
+  auto heap = NewHeap();
+  struct alignas(64) Wide {
+    char c[64];
+  };
+  {
+    std::vector<int, NodeAllocator<int>> v{NodeAllocator<int>(*heap)};
+    v.resize(1000);
+    EXPECT_TRUE(heap->contains(v.data()));
+    std::list<Wide, NodeAllocator<Wide>> l{NodeAllocator<Wide>(*heap)};
+    l.emplace_back();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(&l.front()) % 64, 0u);
+    EXPECT_EQ(heap->stat().busy_objects, 2u) << "an array or an over-aligned node went through a batch";
+  }
+  EXPECT_EQ(heap->stat().busy_objects, 0u);
 }
 
 }  // namespace
