@@ -127,11 +127,18 @@ void ThreadHeap::refresh_cur(ClassList& cl) {
 void* ThreadHeap::alloc_slow(uint32_t cls) {
   ClassList& cl = lists_[cls];
   // A fresh block's bump space first; the remote frees others told us of
-  // wait until it runs out.
+  // wait until it runs out. Short, with the rest in another function: a
+  // block's bump allocations (every object of a fresh block) pay for no
+  // saved registers.
   if (char* p = block_pop(*cl.cur, cl.cur_base, cl.size)) {
     count_one(cl.counts.allocs);
     return p;
   }
+  return alloc_refill(cls);
+}
+
+void* ThreadHeap::alloc_refill(uint32_t cls) {
+  ClassList& cl = lists_[cls];
   // The thread works its slow path: the frees it gathered go out too.
   flush_remote_frees();
   take_pending();

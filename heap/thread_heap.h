@@ -9,6 +9,7 @@
 //       block_pop_free(cur)                           its free list
 //       alloc_slow(cls)                               [out of line]
 //         block_pop(cur)                              its bump space
+//         alloc_refill(cls)                           [out of line]
 //         take_pending()                              remote frees others told us of
 //         collect cur's remote list; else cur -> full list; next available
 //         source.acquire()                            adopt, else a fresh block
@@ -355,7 +356,8 @@ class ThreadHeap {
   __attribute__((noinline)) void flush_remote_batch(RemoteBatch& rb);
   __attribute__((noinline)) void flush_remote_batches();
 
-  void* alloc_slow(uint32_t cls);
+  void* alloc_slow(uint32_t cls);  // the current block's bump space, else alloc_refill
+  __attribute__((noinline)) void* alloc_refill(uint32_t cls);  // remote frees, another block
   // The countdown passed zero: a sampled allocation, or not (with sampling
   // off, a look at whether it was turned on: see end_sample_countdown).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
