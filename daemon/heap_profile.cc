@@ -105,14 +105,18 @@ using StackAndSize = std::pair<std::vector<uint64_t>, uint64_t>;
 
 absl::Status add_samples(const ProfileInput& input, Tables& tables, pprof::Profile& profile) {
   std::map<StackAndSize, MergedSample> merged;
+  uint64_t dropped = 0;
   for (const ProfileSample& s : input.samples) {
     for (const ProfileFrame& frame : s.stack) {
       if (frame.function >= input.functions.size()) {
         return absl::InternalError(absl::StrCat("function ", frame.function, " is not in the profile's table"));
       }
     }
+    // Sizes come from clients: one that no int64 holds is dropped (and
+    // counted in a comment), never a reason to refuse everyone's profile.
     if (s.requested_bytes > INT64_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat("a sample of ", s.requested_bytes, " bytes is beyond int64"));
+      ++dropped;
+      continue;
     }
     StackAndSize key{{}, s.requested_bytes};
     key.first.reserve(s.stack.size());
@@ -130,19 +134,21 @@ absl::Status add_samples(const ProfileInput& input, Tables& tables, pprof::Profi
     std::optional<int64_t> values[kValueCount] = {
         to_int64(m.count * weight), to_int64(m.count * weight * size),
         to_int64(m.live * weight), to_int64(m.live * weight * size)};
+    if (!values[0] || !values[1] || !values[2] || !values[3]) {
+      dropped += m.count;  // unsampled beyond int64: see above
+      continue;
+    }
     pprof::Sample* sample = profile.add_sample();
     for (uint64_t id : stack) sample->add_location_id(id);
-    for (const std::optional<int64_t>& v : values) {
-      if (!v) {
-        return absl::InvalidArgumentError(absl::StrCat(m.count, " samples of ", bytes, " bytes unsample beyond int64"));
-      }
-      sample->add_value(*v);
-    }
+    for (const std::optional<int64_t>& v : values) sample->add_value(*v);
     // pprof's -tags and tagfocus=bytes read the size from this label.
     pprof::Label* label = sample->add_label();
     label->set_key(bytes_key);
     label->set_num(static_cast<int64_t>(bytes));
     label->set_num_unit(bytes_key);
+  }
+  if (dropped != 0) {
+    profile.add_comment(tables.string_index(absl::StrCat(dropped, " samples dropped: sizes beyond int64")));
   }
   return absl::OkStatus();
 }

@@ -76,7 +76,8 @@ void check_promises() {
   (void)store.top_sites(5, live);
   for (const std::string& region : {std::string(memd::daemon::kProcessHeapLabel), std::string("orders")}) {
     memd::daemon::ProfileInput input = store.profile_input(region, 0, std::nullopt, live);
-    if (!memd::daemon::build_heap_profile(input).ok()) fail("a profile of what the store keeps does not build");
+    absl::StatusOr<std::string> profile = memd::daemon::build_heap_profile(input);
+    if (!profile.ok()) fail("a profile of what the store keeps does not build: " + profile.status().ToString());
   }
 }
 

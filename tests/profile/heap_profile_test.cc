@@ -243,10 +243,22 @@ TEST(HeapProfile, PeriodBeyondInt64IsRejected) {
   EXPECT_NE(gz.status().message().find("period"), std::string::npos) << gz.status();
 }
 
-TEST(HeapProfile, SizeBeyondInt64IsRejected) {
-  ProfileInput input;
-  input.samples = {{{{0x1000, input.function("f"), 1}}, UINT64_MAX, true}};
-  EXPECT_EQ(build_heap_profile(input).status().code(), absl::StatusCode::kInvalidArgument);
+// Sizes come from clients: one beyond int64 (or one whose unsampled values
+// are) is dropped and counted in a comment, and the rest still make a
+// profile -- one bad client does not deny everyone theirs.
+TEST(HeapProfile, SizesBeyondInt64AreDroppedAndCounted) {
+  ProfileInput input = sample_input();
+  const size_t kept = decode(build_heap_profile(input).value()).sample_size();
+  input.samples.push_back({{{0x1000, input.function("f"), 1}}, UINT64_MAX, true});
+  input.samples.push_back({{{0x1000, input.function("f"), 1}}, uint64_t{1} << 62, true});
+  input.samples.push_back({{{0x1000, input.function("f"), 1}}, uint64_t{1} << 62, true});
+  absl::StatusOr<std::string> gz = build_heap_profile(input);
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  pprof::Profile p = decode(*gz);
+  EXPECT_EQ(static_cast<size_t>(p.sample_size()), kept);
+  bool said = false;
+  for (int64_t c : p.comment()) said |= p.string_table(static_cast<int>(c)) == "3 samples dropped: sizes beyond int64";
+  EXPECT_TRUE(said) << "the drop is not in the profile's comments";
 }
 
 // ---- go tool pprof reads the file ----
