@@ -174,7 +174,12 @@ struct alignas(64) BlockDesc {
   // and the committed mark durable (descriptors_durable). Cleared whenever
   // they change; only a hint that spares a persist, never read by recovery.
   uint8_t durable_descs;
-  uint8_t pad[2];
+  // In-use segregated blocks: the owner's call-chain pool (1..) the block
+  // serves, 0: its plain class list. Meaningful to the owner alone, which
+  // sets it whenever it takes the block (fresh or adopted); never read by
+  // recovery or by another process.
+  uint8_t chain_group;
+  uint8_t pad;
   // --- written by any thread of any process ---
   std::atomic<uint32_t> pending_next; // link in the owner's pending stack
   std::atomic<uint32_t> owner_word;   // owner << 1 | notified (see remote_free.h)
@@ -198,6 +203,7 @@ static_assert(offsetof(BlockDesc, pending_next) == 48);
 static_assert(offsetof(BlockDesc, owner_word) == 52);
 static_assert(offsetof(BlockDesc, remote) == 56);
 static_assert(offsetof(BlockDesc, durable_descs) == 45);
+static_assert(offsetof(BlockDesc, chain_group) == 46);
 // Version 4 keeps an in-use block's taken word where a free run keeps its
 // LRU links (region_upgrade.h).
 static_assert(offsetof(BlockDesc, taken) == 32 && offsetof(BlockDesc, lru) == 32);

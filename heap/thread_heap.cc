@@ -20,6 +20,8 @@ BlockDesc empty_block{};
 
 }  // namespace
 
+BlockDesc* ThreadHeap::empty_sentinel() { return &empty_block; }
+
 void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* source, OwnerId id) {
   region_ = r;
   sample_draws_.rng = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
@@ -42,6 +44,7 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
+  chain_groups_ready_ = 0;  // a group's lists are made again at its first use
   for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) {
     ClassList& cl = lists_[cls];
     cl.cur = &empty_block;
@@ -137,8 +140,9 @@ void* ThreadHeap::alloc_slow(uint32_t cls) {
   return alloc_refill(cls);
 }
 
-void* ThreadHeap::alloc_refill(uint32_t cls) {
-  ClassList& cl = lists_[cls];
+void* ThreadHeap::alloc_refill(uint32_t cls) { return refill_list(lists_[cls], cls, 0); }
+
+void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
   // The thread works its slow path: the frees it gathered go out too.
   flush_remote_frees();
   take_pending();
@@ -147,7 +151,7 @@ void* ThreadHeap::alloc_refill(uint32_t cls) {
     if (cl.cur != &empty_block) {
       BlockDesc& b = *cl.cur;
       if (char* p = block_pop(b, cl.cur_base, cl.size)) {
-        count_one(cl.counts.allocs);
+        count_one(lists_[cls].counts.allocs);  // a group's allocations count in the class's
         return p;
       }
       if (b.remote.load(std::memory_order_relaxed) != 0 &&
@@ -171,6 +175,7 @@ void* ThreadHeap::alloc_refill(uint32_t cls) {
     } else {
       block_init(b, static_cast<uint16_t>(cls), info.end, got.zeroed);
     }
+    b.chain_group = group;  // an adopted block may carry another owner's
     list_push_front(&cl.avail, got.first);
     refresh_cur(cl);
   }
@@ -448,7 +453,7 @@ void ThreadHeap::flush_remote_batches() {
 }
 
 void ThreadHeap::after_local_free(BlockDesc& b) {
-  ClassList& cl = lists_[b.cls];
+  ClassList& cl = list_of(b);
   PageIndex p = region_.index_of(b);
   if (b.flags & kBlockFull) unfull(cl, p);
   if (b.used == 0) handle_empty(cl, b);
@@ -456,7 +461,10 @@ void ThreadHeap::after_local_free(BlockDesc& b) {
 
 void ThreadHeap::handle_empty(ClassList& cl, BlockDesc& b) {
   if (&b == cl.cur || (b.flags & kBlockCached)) return;
-  if (cl.empty_kept < empty_blocks_per_class_) {
+  // A call-chain group keeps no empty block but its current one: there may
+  // be many groups, each with few blocks.
+  bool plain = &cl >= lists_ && &cl < lists_ + kMaxSegregatedClasses;
+  if (plain && cl.empty_kept < empty_blocks_per_class_) {
     b.flags |= kBlockCached;
     ++cl.empty_kept;
     return;
@@ -605,10 +613,10 @@ void ThreadHeap::handle_pending_block(PageIndex p) {
   }
   char* base = region_.page_address(p);
   if (block_collect_remote(b, base) == 0) {
-    if (b.used == 0) handle_empty(lists_[b.cls], b);
+    if (b.used == 0) handle_empty(list_of(b), b);
     return;
   }
-  ClassList& cl = lists_[b.cls];
+  ClassList& cl = list_of(b);
   if (b.flags & kBlockFull) unfull(cl, p);
   if (b.used == 0) handle_empty(cl, b);
 }
@@ -750,8 +758,7 @@ void ThreadHeap::release_empty() {
   flush_remote_frees();
   release_huge_cache();
   take_pending();
-  for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
-    ClassList& cl = lists_[cls];
+  for_each_class_list([this](ClassList& cl) {
     for (PageIndex p = cl.avail.head; p != kNoPage;) {
       BlockDesc& b = region_.block(p);
       PageIndex next = b.next;
@@ -764,7 +771,7 @@ void ThreadHeap::release_empty() {
       p = next;
     }
     refresh_cur(cl);
-  }
+  });
   large_.flush_quick([this](PageIndex block) { handle_empty_large(block); });
   if (kept_empty_large_ != kNoPage && try_disown(region_.block(kept_empty_large_), id_)) {
     large_.forget_empty_block(kept_empty_large_);
@@ -811,8 +818,7 @@ void ThreadHeap::abandon_all() {
   for (uint32_t head = pending_close(region_, id_); head != 0;) {
     pending_settle(region_, id_, PageIndex{head - 1}, &head);
   }
-  for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) {
-    ClassList& cl = lists_[cls];
+  for_each_class_list([this](ClassList& cl) {
     for (BlockList* list : {&cl.avail, &cl.full}) {
       while (list->head != kNoPage) {
         PageIndex p = list->head;
@@ -820,12 +826,14 @@ void ThreadHeap::abandon_all() {
         list_remove(list, p);
         block_collect_remote(b, region_.page_address(p));
         b.flags &= ~(kBlockFull | kBlockCached);
+        b.chain_group = 0;
         retire_block(p, b.used == 0);
       }
     }
     cl.cur = &empty_block;
     cl.empty_kept = 0;
-  }
+  });
+  chain_groups_ready_ = 0;
   // The large heap is torn down whole. Merge its quick cache while the bins
   // are still good, then forget the bins: blocks released below may be
   // reused by other threads at once, so no bin link may point into them.

@@ -126,6 +126,40 @@ class ThreadHeap {
   // a big object) is the plain path. Never slower than a few loads more.
   static constexpr int kNearProbes = 8;
   void* alloc_near(size_t size, const void* hint, size_t near_bytes);
+  // An object of `size` from the blocks of call-chain pool `group` (the DPA
+  // paper's pools: objects of one allocation chain kept in blocks of their
+  // own, so a structure they form is walked over fewer lines and pages).
+  // Groups are 1..kMaxChainGroups, named by the caller (client/chain_pools.h
+  // maps call chains to them); each has its own list pair per size class,
+  // up to kChainGroupMaxSize bytes. Group 0, a bigger size, or a group
+  // whose lists cannot be made is what alloc gives. Frees need nothing
+  // special: a group's blocks are this heap's, found by their descriptors.
+  static constexpr uint32_t kMaxChainGroups = 32;
+  static constexpr uint32_t kChainGroupMaxSize = 256;
+  // Inline: a pop from the group's current block (its free list, else its
+  // bump space); the rest in alloc_grouped_slow.
+  __attribute__((always_inline)) inline void* alloc_grouped(size_t size, uint32_t group) {
+    if (__builtin_expect(size <= kChainGroupMaxSize && sample_countdown_ >= static_cast<int64_t>(size), 1)) {
+      uint32_t cls = SizeClasses::class_of(size);
+      if (ClassList* cl = group_list_if_ready(group, cls); __builtin_expect(cl != nullptr, 1)) {
+        BlockDesc& b = *cl->cur;
+        if (uint32_t head = b.free_head; __builtin_expect(head != 0, 1)) {
+          sample_countdown_ -= static_cast<int64_t>(size);
+          count_one(lists_[cls].counts.allocs);
+          return block_pop_free(b, cl->cur_base, head);
+        }
+        // A group's blocks are often fresh (a structure being built): their
+        // bump space is a fast path too.
+        if (b.bump < b.end) {
+          sample_countdown_ -= static_cast<int64_t>(size);
+          count_one(lists_[cls].counts.allocs);
+          return block_pop_bump(b, cl->cur_base, cl->size);
+        }
+      }
+    }
+    return alloc_grouped_slow(size, group);
+  }
+  void* alloc_grouped_slow(size_t size, uint32_t group);
   // `align` a power of two; any size.
   void* alloc_aligned(size_t size, size_t align);
   // An object recovery finds from descriptors alone, whatever other writes
@@ -358,6 +392,41 @@ class ThreadHeap {
 
   void* alloc_slow(uint32_t cls);  // the current block's bump space, else alloc_refill
   __attribute__((noinline)) void* alloc_refill(uint32_t cls);  // remote frees, another block
+  // alloc_refill for list `cl` of class `cls` (a plain list: group 0, or a
+  // call-chain group's), whose new blocks get `group` as their chain_group.
+  void* refill_list(ClassList& cl, uint32_t cls, uint8_t group);
+  // The list a block of ours is on: its group's, else its class's.
+  ClassList& list_of(const BlockDesc& b) {
+    if (__builtin_expect(b.chain_group != 0, 0)) {
+      if (ClassList* g = group_list_if_ready(b.chain_group, b.cls)) return *g;
+    }
+    return lists_[b.cls];
+  }
+  // Group `group`'s list for `cls`, nullptr where the heap has none (an
+  // unknown group or class, or lists not made).
+  ClassList* group_list_if_ready(uint32_t group, uint32_t cls) {
+    if (group == 0 || group > kMaxChainGroups || cls >= kChainGroupClasses || chain_groups_ == nullptr ||
+        !((chain_groups_ready_ >> (group - 1)) & 1)) {
+      return nullptr;
+    }
+    return &chain_groups_->lists[group - 1][cls];
+  }
+  // The same, making the heap's group lists as needed (mapped once per heap,
+  // a group's initialized at its first use).
+  ClassList* group_list(uint32_t group, uint32_t cls);
+  // The current block of a list with none (thread_heap.cc).
+  static BlockDesc* empty_sentinel();
+  // f(list) for every class list of the heap: the plain ones, then each
+  // ready group's.
+  template <class F>
+  void for_each_class_list(F&& f) {
+    for (uint32_t cls = classes_->first_class(); cls <= classes_->last_class(); ++cls) f(lists_[cls]);
+    for (uint32_t g = 1; g <= kMaxChainGroups; ++g) {
+      for (uint32_t cls = classes_->first_class(); cls < kChainGroupClasses && cls <= classes_->last_class(); ++cls) {
+        if (ClassList* cl = group_list_if_ready(g, cls)) f(*cl);
+      }
+    }
+  }
   // The countdown passed zero: a sampled allocation, or not (with sampling
   // off, a look at whether it was turned on: see end_sample_countdown).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
@@ -453,6 +522,19 @@ class ThreadHeap {
   uint64_t remote_batched_[2] = {0, 0};
   static_assert(kMaxSegregatedClasses <= 128, "two words of class bits");
   SampleDraws sample_draws_;
+  // Call-chain pools: per group, a list pair per class up to
+  // kChainGroupMaxSize. Mapped at a heap's first grouped allocation and
+  // kept for the heap's life (heaps are reused, never destroyed); a group's
+  // bit in chain_groups_ready_ once its lists are initialized for the
+  // current owner.
+  static constexpr uint32_t kChainGroupClasses = kChainGroupMaxSize / kGranule + 1;
+  struct ChainGroupLists {
+    ClassList lists[kMaxChainGroups][kChainGroupClasses];
+  };
+  static_assert(kMaxChainGroups <= 32, "one word of group bits");
+  static_assert(kMaxChainGroups <= 255, "the group is a byte of the BlockDesc");
+  ChainGroupLists* chain_groups_ = nullptr;
+  uint32_t chain_groups_ready_ = 0;
   ClassList lists_[kMaxSegregatedClasses];
   LargeHeap large_;
   HeapCounters counters_;  // cumulative, never reset by init

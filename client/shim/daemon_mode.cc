@@ -19,6 +19,7 @@
 namespace memd::client::shim {
 
 std::atomic<const memd_daemon_heap*> redirect_heap{nullptr};
+std::atomic<bool> alloc_detour{false};
 __thread int tl_private __attribute__((tls_model("initial-exec"))) = 0;
 bool forked_child = false;
 
@@ -153,7 +154,7 @@ __attribute__((constructor)) void start_daemon_mode() {
   memd_daemon_link_hooks hooks{enter_private, leave_private, report ? &shim_telemetry : nullptr, 0, 0, 0, nullptr, 0};
   if (report) telemetry::enable_sampling(sample_bytes(env));
   if (!daemon_mode) {
-    if (const memd_daemon_heap* debug = debug_heap_if_wanted()) redirect_heap.store(debug, std::memory_order_release);
+    if (const memd_daemon_heap* debug = debug_heap_if_wanted()) set_redirect_heap(debug);
     if (report) start_reporting(&hooks);
     return;
   }
@@ -192,10 +193,10 @@ __attribute__((constructor)) void start_daemon_mode() {
     site_calls.alloc_zeroed = site_alloc_zeroed;
     site_calls.resize = site_resize;
     site_calls.free = site_free;
-    redirect_heap.store(&site_calls, std::memory_order_release);
+    set_redirect_heap(&site_calls);
     return;
   }
-  redirect_heap.store(&heap_storage, std::memory_order_release);
+  set_redirect_heap(&heap_storage);
 }
 
 struct ThreadStart {

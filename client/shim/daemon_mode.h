@@ -28,6 +28,14 @@ namespace memd::client::shim {
 // region's (set once connected) or the debug method's (debug_mode.h);
 // nullptr: the process heap.
 extern std::atomic<const memd_daemon_heap*> redirect_heap;
+// Set (for good) once any allocation may leave malloc's fast path: a heap
+// redirect above, or call-chain pools (MEMD_CHAIN_POOLS). One flag, so the
+// fast path tests one word whatever the modes.
+extern std::atomic<bool> alloc_detour;
+inline void set_redirect_heap(const memd_daemon_heap* h) {
+  redirect_heap.store(h, std::memory_order_release);
+  alloc_detour.store(true, std::memory_order_release);
+}
 extern __thread int tl_private __attribute__((tls_model("initial-exec")));
 extern bool forked_child;
 

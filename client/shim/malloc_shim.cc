@@ -20,6 +20,7 @@
 #include <new>
 
 #include "region/diag.h"
+#include "client/chain_pools.h"
 #include "client/process_heap.h"
 #include "client/shim/bootstrap_heap.h"
 #include "client/shim/daemon_mode.h"
@@ -75,8 +76,38 @@ void* alloc_slow(size_t size, size_t align, bool zero) {
 
 using memd::client::shim::region_heap_for_alloc;
 
-inline void* alloc(size_t size) {
-  if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc(size);
+// The program's call site, for the slow paths below. They are entered by a
+// tail call from the exported function (or given `caller`), so their own
+// return address is the program's: the fast paths compute none. (Naming
+// __builtin_return_address in an exported function, even on a branch it
+// rarely takes, costs that function a frame pointer on every call.)
+#define MEMD_CALLER(caller) ((caller) != nullptr ? (caller) : __builtin_return_address(0))
+
+// An allocation past the fast path's one test of alloc_detour: to the
+// redirected heap if there is one for this thread, else from the process
+// heap, in the pool of the caller's call chain (MEMD_CHAIN_POOLS) if it has
+// one. `caller`: where the program's call returns to (nullptr: this
+// function's return address, when it was tail-called from the entry point).
+__attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const void* caller) {
+  if (auto* r = region_heap_for_alloc()) return zero ? r->alloc_zeroed(size) : r->alloc(size);
+  const void* ra = MEMD_CALLER(caller);
+  ThreadHeap* h = current_heap();
+  if (h == nullptr) return alloc_slow(size, 0, zero);
+  // The entry point's frame: ours, when it tail-called us (caller nullptr).
+  const void* entry_cfa = caller == nullptr ? __builtin_dwarf_cfa() : nullptr;
+  uint32_t group = memd::client::chain_pools_enabled() ? memd::client::chain_pool_for(ra, entry_cfa, size) : 0;
+  if (group == 0) return zero ? h->alloc_zeroed(size) : h->alloc(size);
+  void* p = h->alloc_grouped(size, group);
+  if (zero && p != nullptr) std::memset(p, 0, size);
+  return p;
+}
+
+// `caller` as for alloc_detoured; nullptr only where the call is the entry
+// point's last (a tail call).
+inline void* alloc(size_t size, const void* caller) {
+  if (UNLIKELY(memd::client::shim::alloc_detour.load(std::memory_order_relaxed))) {
+    return alloc_detoured(size, false, caller);
+  }
   if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
   return alloc_slow(size, 0, false);
 }
@@ -105,6 +136,7 @@ struct KeepErrno {
 
 __attribute__((noinline)) void release_slow(void* p, const void* caller) {
   KeepErrno keep;
+  caller = MEMD_CALLER(caller);
   const ArenaHandle* a = memd::client::process_arena_if_created();
   if (a != nullptr && a->arena->contains(p)) {
     FreeStatus s = a->arena->stranger()->free(p);
@@ -119,6 +151,7 @@ __attribute__((noinline)) void release_slow(void* p, const void* caller) {
 // A free neither inline path took; reports bad pointers.
 __attribute__((noinline)) void release_other(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
   KeepErrno keep;
+  caller = MEMD_CALLER(caller);
   FreeStatus s = h->free_slow(p, page_desc);
   if (UNLIKELY(s != FreeStatus::kOk)) report(s, "free", p, caller);
 }
@@ -127,27 +160,28 @@ __attribute__((noinline)) void release_other(ThreadHeap* h, void* p, uint64_t pa
 // small object, which makes no system call (errno stays as it is).
 __attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
   if (LIKELY(h->try_free_remote(p, page_desc))) return;
-  release_other(h, p, page_desc, caller);
+  return release_other(h, p, page_desc, caller);  // a tail call: it may name its own return address
 }
 
 // The fast path computes no caller address, and keeps nothing across a
 // call: every way out is a return or a tail call, so it needs no stack frame.
-__attribute__((always_inline)) inline void release(void* p) {
+// `caller` as for alloc_detoured.
+__attribute__((always_inline)) inline void release(void* p, const void* caller) {
   if (UNLIKELY(p == nullptr)) return;
   ThreadHeap* h = current_heap();
   if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
     uint64_t page_desc;
     if (LIKELY(h->try_free_local(p, &page_desc))) return;
-    return release_in_heap(h, p, page_desc, __builtin_return_address(0));
+    return release_in_heap(h, p, page_desc, caller);
   }
-  release_slow(p, __builtin_return_address(0));
+  return release_slow(p, caller);
 }
 
 bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
 
-void* new_or_throw(size_t size, size_t align) {
+__attribute__((noinline)) void* new_or_throw(size_t size, size_t align, const void* caller) {
   for (;;) {
-    void* p = align != 0 ? alloc_aligned(size, align) : alloc(size);
+    void* p = align != 0 ? alloc_aligned(size, align) : alloc(size, MEMD_CALLER(caller));
     if (LIKELY(p != nullptr)) return p;
     std::new_handler handler = std::get_new_handler();
     if (handler == nullptr) throw std::bad_alloc();
@@ -157,10 +191,10 @@ void* new_or_throw(size_t size, size_t align) {
 
 }  // namespace
 
-MEMD_EXPORT void* malloc(size_t size) { return alloc(size); }
+MEMD_EXPORT void* malloc(size_t size) { return alloc(size, nullptr); }
 
-MEMD_EXPORT void free(void* p) { release(p); }
-MEMD_EXPORT void cfree(void* p) { release(p); }
+MEMD_EXPORT void free(void* p) { release(p, nullptr); }
+MEMD_EXPORT void cfree(void* p) { release(p, nullptr); }
 
 MEMD_EXPORT void* calloc(size_t count, size_t size) {
   size_t total;
@@ -168,15 +202,17 @@ MEMD_EXPORT void* calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (auto* r = region_heap_for_alloc(); UNLIKELY(r != nullptr)) return r->alloc_zeroed(total);
+  if (UNLIKELY(memd::client::shim::alloc_detour.load(std::memory_order_relaxed))) {
+    return alloc_detoured(total, true, nullptr);
+  }
   if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc_zeroed(total);
   return alloc_slow(total, 0, true);
 }
 
 MEMD_EXPORT void* realloc(void* p, size_t size) {
-  if (p == nullptr) return alloc(size);
+  if (p == nullptr) return alloc(size, nullptr);
   if (size == 0) {
-    release(p);
+    release(p, __builtin_return_address(0));
     return nullptr;
   }
   const ArenaHandle* a = memd::client::process_arena_if_created();
@@ -197,7 +233,7 @@ MEMD_EXPORT void* realloc(void* p, size_t size) {
     return h->realloc(p, size);
   }
   if (memd::client::bootstrap_contains(p)) {
-    void* q = alloc(size);
+    void* q = alloc(size, __builtin_return_address(0));
     if (q != nullptr) std::memcpy(q, p, std::min(size, memd::client::bootstrap_size(p)));
     return q;
   }
@@ -206,7 +242,7 @@ MEMD_EXPORT void* realloc(void* p, size_t size) {
     if (region_heap_for_alloc() != nullptr && !memd::client::shim::forked_child) return r->resize(p, size);
     // A thread that may not use the region (or a forked child): a copy in
     // the process heap; the region's object is left (or freed) as free does.
-    void* q = alloc(size);
+    void* q = alloc(size, __builtin_return_address(0));
     if (q != nullptr) {
       std::memcpy(q, p, std::min(size, r->usable_size(p)));
       memd::client::shim::free_if_region(p);
@@ -293,15 +329,25 @@ MEMD_EXPORT int malloc_trim(size_t) {
 
 // --- C++ ---
 
-__attribute__((visibility("default"))) void* operator new(size_t n) { return new_or_throw(n, 0); }
-__attribute__((visibility("default"))) void* operator new[](size_t n) { return new_or_throw(n, 0); }
-__attribute__((visibility("default"))) void* operator new(size_t n, const std::nothrow_t&) noexcept { return alloc(n); }
-__attribute__((visibility("default"))) void* operator new[](size_t n, const std::nothrow_t&) noexcept { return alloc(n); }
+// new: the heap's call-free fast path inline; anything else (a detour, a
+// slow path, a failure to retry) in new_or_throw, by a tail call. With no
+// call but tail calls, new needs no stack frame.
+__attribute__((always_inline)) inline void* new_fast(size_t n) {
+  if (UNLIKELY(memd::client::shim::alloc_detour.load(std::memory_order_relaxed))) return new_or_throw(n, 0, nullptr);
+  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) {
+    if (void* p = h->try_alloc_fast(n); LIKELY(p != nullptr)) return p;
+  }
+  return new_or_throw(n, 0, nullptr);
+}
+__attribute__((visibility("default"))) void* operator new(size_t n) { return new_fast(n); }
+__attribute__((visibility("default"))) void* operator new[](size_t n) { return new_fast(n); }
+__attribute__((visibility("default"))) void* operator new(size_t n, const std::nothrow_t&) noexcept { return alloc(n, nullptr); }
+__attribute__((visibility("default"))) void* operator new[](size_t n, const std::nothrow_t&) noexcept { return alloc(n, nullptr); }
 __attribute__((visibility("default"))) void* operator new(size_t n, std::align_val_t a) {
-  return new_or_throw(n, static_cast<size_t>(a));
+  return new_or_throw(n, static_cast<size_t>(a), nullptr);
 }
 __attribute__((visibility("default"))) void* operator new[](size_t n, std::align_val_t a) {
-  return new_or_throw(n, static_cast<size_t>(a));
+  return new_or_throw(n, static_cast<size_t>(a), nullptr);
 }
 __attribute__((visibility("default"))) void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return alloc_aligned(n, static_cast<size_t>(a));
@@ -311,7 +357,7 @@ __attribute__((visibility("default"))) void* operator new[](size_t n, std::align
 }
 
 #define MEMD_DELETE(...) \
-  __attribute__((visibility("default"))) void __VA_ARGS__ noexcept { release(p); }
+  __attribute__((visibility("default"))) void __VA_ARGS__ noexcept { release(p, nullptr); }
 MEMD_DELETE(operator delete(void* p))
 MEMD_DELETE(operator delete[](void* p))
 MEMD_DELETE(operator delete(void* p, const std::nothrow_t&))

@@ -106,5 +106,7 @@ MEMD_EXPORT int memd_shim_use_vmregion(const memd_vmregion_calls* calls) {
   vm_heap = memd_daemon_heap{vm_alloc, vm_alloc_aligned, vm_alloc_zeroed, vm_resize, vm_free, vm_usable_size,
                              vm_contains, vm_trim, vm_fork_child, nullptr, nullptr, nullptr};
   const memd_daemon_heap* none = nullptr;
-  return redirect_heap.compare_exchange_strong(none, &vm_heap, std::memory_order_acq_rel) ? 0 : -1;
+  if (!redirect_heap.compare_exchange_strong(none, &vm_heap, std::memory_order_acq_rel)) return -1;
+  alloc_detour.store(true, std::memory_order_release);
+  return 0;
 }
