@@ -1,9 +1,12 @@
 #include "client/heap.h"
 
+#include "region/chain_pools.h"
+
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "region/chain_pools.h"
 #include "region/diag.h"
 #include "client/process_heap.h"
 #include "heap/heap_counters.h"
@@ -45,8 +48,21 @@ Heap::~Heap() {
 bool Heap::contains(const void* p) const { return handle_.arena->contains(p); }
 
 void* Heap::alloc(size_t size) noexcept {
+  if (__builtin_expect(chain_pools_, 0)) return alloc_by_chain(size);
   heap::ThreadHeap* h = region::thread_heap(handle_);
   return h ? h->alloc(size) : nullptr;
+}
+
+void Heap::set_chain_pools(bool on) noexcept {
+  if (on && !region::chain_pools_enabled()) region::chain_pools_enable(region::ChainPoolOptions{});
+  chain_pools_ = on;
+}
+
+void* Heap::alloc_by_chain(size_t size) noexcept {
+  heap::ThreadHeap* h = region::thread_heap(handle_);
+  if (h == nullptr) return nullptr;
+  uint32_t group = region::chain_pool_for(__builtin_return_address(0), __builtin_dwarf_cfa(), size);
+  return group != 0 ? h->alloc_grouped(size, group) : h->alloc(size);
 }
 
 void* Heap::alloc_aligned(size_t size, size_t align) noexcept {

@@ -47,6 +47,13 @@ class Heap {
   Heap& operator=(const Heap&) = delete;
 
   void* alloc(size_t size) noexcept;
+  // Call-chain pools for alloc (region/chain_pools.h, the DPA paper): the
+  // small objects of each busy call chain, found from alloc's caller and
+  // lengthened past wrappers, come from blocks of their own, so a structure
+  // built by one chain is laid out apart from the rest. Turns the process's
+  // chain classifier on with its defaults if it is off (the shim's
+  // MEMD_CHAIN_POOLS sets its own). Set it before other threads allocate.
+  void set_chain_pools(bool on) noexcept;
   void* alloc_aligned(size_t size, size_t align) noexcept;  // align: a power of two
   void* alloc_zeroed(size_t size) noexcept;
   // n objects of `size` into out[0..n), faster than n calls of alloc (one
@@ -97,9 +104,13 @@ class Heap {
  private:
   Heap(region::ArenaHandle handle, bool owned) : handle_(handle), owned_(owned) {}
   void flush_own_remote_frees();
+  // alloc with chain pools; tail-called by alloc, so that its own return
+  // address and frame are alloc's caller's call.
+  __attribute__((noinline)) void* alloc_by_chain(size_t size) noexcept;
 
   region::ArenaHandle handle_;
   bool owned_;
+  bool chain_pools_ = false;
 };
 
 }  // namespace memd

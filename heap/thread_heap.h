@@ -129,7 +129,7 @@ class ThreadHeap {
   // An object of `size` from the blocks of call-chain pool `group` (the DPA
   // paper's pools: objects of one allocation chain kept in blocks of their
   // own, so a structure they form is walked over fewer lines and pages).
-  // Groups are 1..kMaxChainGroups, named by the caller (client/chain_pools.h
+  // Groups are 1..kMaxChainGroups, named by the caller (region/chain_pools.h
   // maps call chains to them); each has its own list pair per size class,
   // up to kChainGroupMaxSize bytes. Group 0, a bigger size, or a group
   // whose lists cannot be made is what alloc gives. Frees need nothing

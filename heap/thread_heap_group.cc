@@ -1,5 +1,5 @@
 // ThreadHeap::alloc_grouped: call-chain pools after the DPA paper. The
-// objects of one allocation chain (client/chain_pools.h decides which) get
+// objects of one allocation chain (region/chain_pools.h decides which) get
 // blocks of their own, one list pair per size class and group, so the list
 // or tree they form is laid out in allocation order, apart from everything
 // else the program allocates. The blocks are ordinary segregated blocks of

@@ -373,6 +373,13 @@ class Region {
   bool remap_private_in_child();
 
   void set_event_handler(RegionEventHandler handler, void* context);
+  // Call-chain pools (region/chain_pools.h, the DPA paper) for this
+  // region's alloc in this process: the small objects of each busy call
+  // chain (the caller of alloc, lengthened past wrappers) come from blocks of
+  // their own. The best method only; the chains are this process's. Turns
+  // the process's chain classifier on with its defaults if it is off. Set
+  // it before other threads allocate in the region.
+  void set_chain_pools(bool on);
 
   // Owner only: the service that answers client processes' lease requests.
   region::LeaseService* lease_service() const;
@@ -448,7 +455,9 @@ class Region {
   __attribute__((noinline)) void free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc,
                                                  const void* caller) noexcept;
   // alloc's other cases (read-only, other methods, no heap) and its failure.
-  __attribute__((noinline)) void* alloc_other(size_t size, const void* caller) noexcept;
+  // caller_cfa: the canonical frame address of alloc's caller's call (the
+  // call-chain pools read the next callers from it).
+  __attribute__((noinline)) void* alloc_other(size_t size, const void* caller, const void* caller_cfa) noexcept;
   __attribute__((noinline, cold)) void* alloc_failed() noexcept;
   void* method_resize(void* p, size_t size, const void* caller) noexcept;
   size_t method_size(const void* p) const;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "region/diag.h"
 #include "region/region.h"
+#include "region/chain_pools.h"
 #include "region/region_impl.h"
 #include "heap/inspect.h"
 
@@ -38,7 +39,7 @@ void* Region::alloc(size_t size) noexcept {
     if (void* p = h->try_alloc_fast(size)) return p;
     return alloc_from(h, size);
   }
-  return alloc_other(size, __builtin_return_address(0));
+  return alloc_other(size, __builtin_return_address(0), __builtin_dwarf_cfa());
 }
 
 // The heap's own slow path (a new block, a sample, a big size), and the
@@ -57,14 +58,15 @@ void* Region::alloc_failed() noexcept {
 
 // Everything alloc's fast path leaves: a new block, a sample, a big size,
 // a thread's first allocation (which attaches its heap).
-void* Region::alloc_other(size_t size, const void* caller) noexcept {
+void* Region::alloc_other(size_t size, const void* caller, const void* caller_cfa) noexcept {
   if (impl_->read_only) {
     errno = EROFS;
     return nullptr;
   }
   if (impl_->method != Method::kBest) return method_alloc(size, 16, false, caller);
   heap::ThreadHeap* h = impl_->thread_heap();
-  void* p = h ? h->alloc(size) : nullptr;
+  uint32_t group = impl_->chain_pools && h != nullptr ? region::chain_pool_for(caller, caller_cfa, size) : 0;
+  void* p = h == nullptr ? nullptr : group != 0 ? h->alloc_grouped(size, group) : h->alloc(size);
   if (p == nullptr) return alloc_failed();
   return p;
 }
@@ -351,6 +353,11 @@ void Region::mark_damaged() { impl_->damaged = true; }
 void Region::set_event_handler(RegionEventHandler handler, void* context) {
   impl_->handler = handler;
   impl_->handler_context = context;
+}
+
+void Region::set_chain_pools(bool on) {
+  if (on && !region::chain_pools_enabled()) region::chain_pools_enable(region::ChainPoolOptions{});
+  impl_->chain_pools = on;
 }
 
 std::optional<Discipline> discipline_from_number(uint64_t n) {

@@ -97,7 +97,8 @@ class RegionImpl {
   MethodChunks method_chunks{this};
   // Whether alloc and free go straight to this thread's heap: the best
   // method, in a process that may write and has heaps.
-  bool plain_data_plane() const { return !read_only & registered & (method == Method::kBest); }
+  bool plain_data_plane() const { return !read_only & registered & (method == Method::kBest) & !chain_pools; }
+  bool chain_pools = false;  // Region::set_chain_pools
   // This thread's heap of the region; nullptr and EPERM for an owner that
   // only serves leases (it has none).
   heap::ThreadHeap* thread_heap() {

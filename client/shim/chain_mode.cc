@@ -1,4 +1,4 @@
-// The shim's call-chain pools (client/chain_pools.h): MEMD_CHAIN_POOLS=1
+// The shim's call-chain pools (region/chain_pools.h): MEMD_CHAIN_POOLS=1
 // turns them on for the whole program, before main; the small objects of
 // each busy call chain then come from blocks of their own.
 // MEMD_CHAIN_POOLS_REPORT=1 writes the chains and their pools to stderr at
@@ -9,11 +9,16 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "client/chain_pools.h"
+#include "region/chain_pools.h"
 #include "client/shim/daemon_mode.h"
 
 namespace memd::client::shim {
 namespace {
+
+using region::chain_pool_options_from_env;
+using region::chain_pools_enable;
+using region::chain_pools_enabled;
+using region::chain_pools_report;
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);

@@ -20,7 +20,7 @@
 #include <new>
 
 #include "region/diag.h"
-#include "client/chain_pools.h"
+#include "region/chain_pools.h"
 #include "client/process_heap.h"
 #include "client/shim/bootstrap_heap.h"
 #include "client/shim/daemon_mode.h"
@@ -95,7 +95,7 @@ __attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const voi
   if (h == nullptr) return alloc_slow(size, 0, zero);
   // The entry point's frame: ours, when it tail-called us (caller nullptr).
   const void* entry_cfa = caller == nullptr ? __builtin_dwarf_cfa() : nullptr;
-  uint32_t group = memd::client::chain_pools_enabled() ? memd::client::chain_pool_for(ra, entry_cfa, size) : 0;
+  uint32_t group = memd::region::chain_pools_enabled() ? memd::region::chain_pool_for(ra, entry_cfa, size) : 0;
   if (group == 0) return zero ? h->alloc_zeroed(size) : h->alloc(size);
   void* p = h->alloc_grouped(size, group);
   if (zero && p != nullptr) std::memset(p, 0, size);

@@ -132,6 +132,74 @@ TEST_P(RegionBatchTest, AnotherProcessFreesABatch) {
   EXPECT_TRUE(r->check().ok()) << r->check();
 }
 
+// Two sites of one size, so that each chain gets a pool. (Their bodies
+// differ: identical functions may be folded into one, one site.)
+__attribute__((noinline)) void* pooled_site(Region& r) {
+  void* p = r.alloc(40);
+  asm volatile("# pooled_site" ::"r"(p) : "memory");
+  return p;
+}
+__attribute__((noinline)) void* other_site(Region& r) {
+  void* p = r.alloc(40);
+  asm volatile("# other_site" ::"r"(p) : "memory");
+  return p;
+}
+
+TEST_P(RegionBatchTest, APooledChainsObjectsLieApartAndAnotherProcessFreesThem) {
+  auto r = make(Method::kBest);
+  ASSERT_NE(r, nullptr);
+  r->set_chain_pools(true);
+  auto* posted = r->find_or_construct<Posted>("posted");
+  ASSERT_NE(posted, nullptr);
+  // Both sites' chains get pools after their first allocations; past
+  // those, each site's objects follow one another, interleaved as the calls
+  // are.
+  std::vector<char*> mine, others;
+  for (size_t i = 0; i < kBatch; ++i) {
+    mine.push_back(static_cast<char*>(pooled_site(*r)));
+    others.push_back(static_cast<char*>(other_site(*r)));
+    ASSERT_NE(mine.back(), nullptr);
+    std::memset(mine.back(), 'p', 40);
+    std::memset(others.back(), 'o', 40);
+  }
+  size_t adjacent = 0;
+  for (size_t i = 1; i < kBatch; ++i) adjacent += mine[i] - mine[i - 1] == 40;
+  EXPECT_GT(adjacent, kBatch * 8 / 10);
+  for (size_t i = 0; i < kBatch; ++i) posted->off[i] = r->offset_of(mine[i]);
+  std::string sock = dir_.file("owner.sock");
+  ASSERT_TRUE(r->serve(sock).ok());
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Another process frees the pooled objects: remote frees into the
+    // pool's blocks of the owner's heap.
+    auto a = Region::attach(name_, GetParam(), sock);
+    if (!a.ok()) _exit(10);
+    auto* box = (*a)->find<Posted>("posted");
+    if (box == nullptr) _exit(11);
+    for (size_t i = 0; i < kBatch; ++i) {
+      char* p = static_cast<char*>((*a)->at(box->off[i]));
+      if (p[39] != 'p') _exit(12);
+      (*a)->free(p);
+    }
+    box->done = 1;
+    a->reset();
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(events_.bad.load(), 0);
+  for (char* p : others) ASSERT_EQ(p[39], 'o');
+  // The pool takes its blocks' objects back and serves the site again.
+  std::set<char*> freed(mine.begin(), mine.end());
+  size_t reused = 0;
+  for (size_t i = 0; i < kBatch; ++i) reused += freed.count(static_cast<char*>(pooled_site(*r)));
+  EXPECT_GT(reused, kBatch / 2);
+  for (char* p : others) r->free(p);
+  EXPECT_TRUE(r->check().ok()) << r->check();
+}
+
 TEST_P(RegionBatchTest, AHintsFreeNeighbourIsTheObjectGiven) {
   auto r = make(Method::kBest);
   ASSERT_NE(r, nullptr);

@@ -31,10 +31,18 @@ __attribute__((noinline)) void* xmalloc(size_t n) {
   return p;
 }
 
-__attribute__((noinline)) Node* node_a() { return static_cast<Node*>(std::malloc(sizeof(Node))); }
-__attribute__((noinline)) Node* node_b() { return static_cast<Node*>(std::malloc(sizeof(Node))); }
-__attribute__((noinline)) Node* node_c() { return static_cast<Node*>(xmalloc(sizeof(Node))); }
-__attribute__((noinline)) Node* node_d() { return static_cast<Node*>(xmalloc(sizeof(Node))); }
+// Each site's body differs (an asm comment): identical functions may be
+// folded into one, which would make them one site.
+#define SITE(name, call)                              \
+  __attribute__((noinline)) Node* name() {            \
+    void* p = call(sizeof(Node));                     \
+    asm volatile("# " #name ::"r"(p) : "memory");     \
+    return static_cast<Node*>(p);                     \
+  }
+SITE(node_a, std::malloc)
+SITE(node_b, std::malloc)
+SITE(node_c, xmalloc)
+SITE(node_d, xmalloc)
 // Short-lived clutter of the same size class from sites of its own.
 __attribute__((noinline)) void* clutter() { return std::malloc(36 + std::rand() % 5); }
 

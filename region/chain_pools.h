@@ -30,7 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace memd::client {
+namespace memd::region {
 
 struct ChainPoolOptions {
   uint32_t min_objects = 100;  // allocations of a chain before it gets a pool
@@ -102,4 +102,4 @@ inline uint32_t chain_pool_for(const void* ra, const void* entry_cfa, size_t siz
   return in::chain_pool_miss(pc, reinterpret_cast<uintptr_t>(entry_cfa), size);
 }
 
-}  // namespace memd::client
+}  // namespace memd::region

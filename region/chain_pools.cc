@@ -1,4 +1,4 @@
-#include "client/chain_pools.h"
+#include "region/chain_pools.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "region/report_line.h"
 #include "region/site_text.h"
 
-namespace memd::client {
+namespace memd::region {
 namespace {
 
 constexpr uint32_t kMaxDepth = 4;
@@ -440,4 +440,4 @@ void chain_pools_report(int fd) {
   }
 }
 
-}  // namespace memd::client
+}  // namespace memd::region
