@@ -154,6 +154,14 @@ uint32_t unwind_from(uintptr_t ra, uintptr_t* out, int64_t* frames, uint32_t wan
   return u.got;
 }
 
+// The word at `addr`: a return address the two-load walk reads in a
+// caller's frame. Not instrumented: a frame size gone wrong (then found
+// out by the periodic check) may read another word of the stack, which
+// AddressSanitizer would take for an overflow of a local.
+__attribute__((noinline, no_sanitize("address", "thread"))) uintptr_t read_return_slot(uintptr_t addr) {
+  return *reinterpret_cast<const uintptr_t*>(addr);
+}
+
 // A frame size the two-load walk may use: within a page, so the loads stay
 // in frames the stack holds (a wrong one reads a word of a caller's frame).
 bool usable_frame(int64_t bytes) { return bytes >= 16 && bytes <= 4096 && bytes % 8 == 0; }
@@ -263,7 +271,7 @@ uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size) {
   if ((c >> 16) == ra && (c & kCacheLonger) && (c & (kCacheLonger - 1)) != 0 && entry_cfa != 0 &&
       (tl_walks + 1) % kCheckEvery != 0) {  // the walk that checks goes the long way
     ++tl_walks;
-    uintptr_t caller = *reinterpret_cast<const uintptr_t*>(entry_cfa + (c & (kCacheLonger - 1)) * 8 - 8);
+    uintptr_t caller = read_return_slot(entry_cfa + (c & (kCacheLonger - 1)) * 8 - 8);
     PairSlot& slot = pair_slot(ra, caller);
     if (slot.site == ra && slot.caller == caller) return slot.group;
   }
@@ -297,7 +305,7 @@ uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size) {
       bool check = steady && ++tl_walks % kCheckEvery == 0;
       if (steady && !unwound) {
         cfa += static_cast<uintptr_t>(bytes);
-        uintptr_t next = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+        uintptr_t next = read_return_slot(cfa - 8);
         if (check) {
           unwind();
           if (have <= depth || pcs[depth] != next) {
