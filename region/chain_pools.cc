@@ -1,5 +1,6 @@
 #include "region/chain_pools.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -365,11 +366,18 @@ uint32_t env_number(const char* name, uint32_t fallback) {
   return *end == '\0' && n <= UINT32_MAX ? static_cast<uint32_t>(n) : fallback;
 }
 
+// fork: a child must not inherit the lock held by a thread it does not have.
+void lock_before_fork() {
+  while (state.lock.exchange(true, std::memory_order_acquire)) sched_yield();
+}
+void unlock_after_fork() { state.lock.store(false, std::memory_order_release); }
+
 }  // namespace
 
 void chain_pools_enable(const ChainPoolOptions& options) {
   Guard g;
   if (chain_pools_internal::enabled.load(std::memory_order_relaxed)) return;
+  pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
   state.options = options;
   ChainPoolOptions& o = state.options;
   if (o.min_objects == 0) o.min_objects = 1;
