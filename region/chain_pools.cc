@@ -57,10 +57,14 @@ struct ChainEntry {
 using chain_pools_internal::cache_index;
 using chain_pools_internal::kCacheLonger;
 
+// The options, set by chain_pools_enable before pooling starts, read-only
+// after. Apart from State, which is all zeros at start, so that its tables
+// are in .bss (no file pages, no startup cost) rather than .data.
+ChainPoolOptions chain_options;
+
 struct State {
-  ChainPoolOptions options;
   std::atomic<bool> lock{false};
-  uint32_t next_group = 1;
+  uint32_t groups_given = 0;
   ChainEntry table[kTableSlots];
   std::atomic<uint64_t> chains{0}, lengthened{0}, pooled{0}, unpooled{0}, mixed{0}, unwinds{0}, table_full{0};
 };
@@ -224,17 +228,17 @@ void count(ChainEntry& e, bool sampled, uintptr_t caller, size_t size) {
       ++e.caller_counts[i];
     }
   }
-  if (e.counted < state.options.min_objects) return;
+  if (e.counted < chain_options.min_objects) return;
   uint32_t with_caller = e.sampled - e.no_caller;
   uint32_t top = 0;
   for (uint32_t c : e.caller_counts) top = c > top ? c : top;
-  bool wrapper = e.depth < state.options.max_depth && with_caller * 2 > e.sampled &&
-                 uint64_t{top} * 1000 < uint64_t{state.options.single_caller_permille} * with_caller;
+  bool wrapper = e.depth < chain_options.max_depth && with_caller * 2 > e.sampled &&
+                 uint64_t{top} * 1000 < uint64_t{chain_options.single_caller_permille} * with_caller;
   // A chain of one node type allocates one size (the paper found 78.6% of
   // its object groups so); one of many sizes (strings, buffers) is no
   // structure's nodes, and a pool per size it uses would hold a block per
   // size for a few objects each.
-  bool one_size = uint64_t{e.same_size} * 1000 >= uint64_t{state.options.single_size_permille} * e.counted;
+  bool one_size = uint64_t{e.same_size} * 1000 >= uint64_t{chain_options.single_size_permille} * e.counted;
   uint32_t decided;
   if (wrapper) {
     decided = kLonger;
@@ -242,8 +246,8 @@ void count(ChainEntry& e, bool sampled, uintptr_t caller, size_t size) {
   } else if (!one_size) {
     decided = kPlain;
     state.mixed.fetch_add(1, std::memory_order_relaxed);
-  } else if (state.next_group <= heap::ThreadHeap::kMaxChainGroups) {
-    decided = kPooled | state.next_group++ << 8;
+  } else if (state.groups_given < heap::ThreadHeap::kMaxChainGroups) {
+    decided = kPooled | ++state.groups_given << 8;
     state.pooled.fetch_add(1, std::memory_order_relaxed);
   } else {
     decided = kPlain;
@@ -283,8 +287,8 @@ uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size) {
   bool unwound = false;
   auto unwind = [&] {
     if (unwound) return;
-    have = unwind_from(ra, pcs, frames, state.options.max_depth);
-    if (have > state.options.max_depth) have = state.options.max_depth;
+    have = unwind_from(ra, pcs, frames, chain_options.max_depth);
+    if (have > chain_options.max_depth) have = chain_options.max_depth;
     unwound = true;
   };
   uintptr_t cfa = entry_cfa;  // the CFA of the frame pcs[depth - 1] returns into; 0: unknown
@@ -338,7 +342,7 @@ uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size) {
     // allocation in kCallerSample (an unwind costs some ten thousand
     // instructions).
     uintptr_t caller = 0;
-    bool sampled = depth < state.options.max_depth && (tl_counted++ % kCallerSample == 0 || have > depth);
+    bool sampled = depth < chain_options.max_depth && (tl_counted++ % kCallerSample == 0 || have > depth);
     if (sampled) {
       if (have <= depth) unwind();
       caller = have > depth ? pcs[depth] : 0;
@@ -378,8 +382,8 @@ void chain_pools_enable(const ChainPoolOptions& options) {
   Guard g;
   if (chain_pools_internal::enabled.load(std::memory_order_relaxed)) return;
   pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
-  state.options = options;
-  ChainPoolOptions& o = state.options;
+  chain_options = options;
+  ChainPoolOptions& o = chain_options;
   if (o.min_objects == 0) o.min_objects = 1;
   if (o.max_size > heap::ThreadHeap::kChainGroupMaxSize) o.max_size = heap::ThreadHeap::kChainGroupMaxSize;
   if (o.max_depth < 1) o.max_depth = 1;
@@ -413,11 +417,7 @@ ChainPoolStats chain_pool_stats() {
 void chain_pools_report(int fd) {
   auto put = [fd](region::Line& l) {
     l.add("\n");
-    for (size_t done = 0; done < l.len;) {
-      ssize_t n = write(fd, l.buf + done, l.len - done);
-      if (n <= 0) return;
-      done += static_cast<size_t>(n);
-    }
+    l.write_to(fd);
   };
   ChainPoolStats st = chain_pool_stats();
   region::Line head;
