@@ -87,14 +87,17 @@ using memd::client::shim::region_heap_for_alloc;
 // redirected heap if there is one for this thread, else from the process
 // heap, in the pool of the caller's call chain (MEMD_CHAIN_POOLS) if it has
 // one. `caller`: where the program's call returns to (nullptr: this
-// function's return address, when it was tail-called from the entry point).
-__attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const void* caller) {
+// function's return address, when it was tail-called from the entry point);
+// `caller_cfa`: the entry point's canonical frame address, with a caller
+// (nullptr: not known; a lengthened chain then unwinds).
+__attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const void* caller,
+                                               const void* caller_cfa = nullptr) {
   if (auto* r = region_heap_for_alloc()) return zero ? r->alloc_zeroed(size) : r->alloc(size);
   const void* ra = MEMD_CALLER(caller);
   ThreadHeap* h = current_heap();
   if (h == nullptr) return alloc_slow(size, 0, zero);
   // The entry point's frame: ours, when it tail-called us (caller nullptr).
-  const void* entry_cfa = caller == nullptr ? __builtin_dwarf_cfa() : nullptr;
+  const void* entry_cfa = caller == nullptr ? __builtin_dwarf_cfa() : caller_cfa;
   uint32_t group = memd::region::chain_pools_enabled() ? memd::region::chain_pool_for(ra, entry_cfa, size) : 0;
   if (group == 0) return zero ? h->alloc_zeroed(size) : h->alloc(size);
   void* p = h->alloc_grouped(size, group);
@@ -180,8 +183,14 @@ __attribute__((always_inline)) inline void release(void* p, const void* caller) 
 bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
 
 __attribute__((noinline)) void* new_or_throw(size_t size, size_t align, const void* caller) {
+  // Tail-called by new (caller nullptr): our return address and frame are
+  // the program's call, which the detour's call-chain lookup needs.
+  const void* ra = MEMD_CALLER(caller);
+  const void* cfa = caller == nullptr ? __builtin_dwarf_cfa() : nullptr;
   for (;;) {
-    void* p = align != 0 ? alloc_aligned(size, align) : alloc(size, MEMD_CALLER(caller));
+    void* p = align != 0                                                   ? alloc_aligned(size, align)
+              : memd::client::shim::alloc_detour.load(std::memory_order_relaxed) ? alloc_detoured(size, false, ra, cfa)
+                                                                                  : alloc(size, ra);
     if (LIKELY(p != nullptr)) return p;
     std::new_handler handler = std::get_new_handler();
     if (handler == nullptr) throw std::bad_alloc();

@@ -1,7 +1,8 @@
 // A program for the call-chain pools (MEMD_CHAIN_POOLS=1 under the shim):
 // four linked lists of 40-byte nodes built interleaved, two from call sites
-// of their own and two through one malloc wrapper (as the DPA paper's
-// safe_malloc), with other allocations in between. It prints, per list, the
+// of their own and two through one allocation wrapper (as the DPA paper's
+// safe_malloc; it calls operator new, whose chains take the same path as
+// malloc's), with other allocations in between. It prints, per list, the
 // share of nodes whose successor lies right after them in memory -- near 1
 // when each list has a pool of its own, near 0 when the lists interleave --
 // then walks and checks every list, and frees two of them from another
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace {
 
@@ -22,12 +24,9 @@ struct Node {
 };
 static_assert(sizeof(Node) == 40);
 
-__attribute__((noinline)) void* xmalloc(size_t n) {
-  void* p = std::malloc(n);
-  if (p == nullptr) {
-    std::fprintf(stderr, "out of memory\n");
-    std::exit(2);
-  }
+__attribute__((noinline)) void* xnew(size_t n) {
+  void* p = ::operator new(n);  // the throwing new: its detour is new's slow path
+  std::memset(p, 0, n);         // a wrapper that does something after: not a tail call
   return p;
 }
 
@@ -41,8 +40,8 @@ __attribute__((noinline)) void* xmalloc(size_t n) {
   }
 SITE(node_a, std::malloc)
 SITE(node_b, std::malloc)
-SITE(node_c, xmalloc)
-SITE(node_d, xmalloc)
+SITE(node_c, xnew)
+SITE(node_d, xnew)
 // Short-lived clutter of the same size class from sites of its own.
 __attribute__((noinline)) void* clutter() { return std::malloc(36 + std::rand() % 5); }
 
@@ -81,10 +80,12 @@ double adjacent_share(const List& l) {
   return links ? static_cast<double>(adjacent) / links : 0;
 }
 
-void free_list(List& l) {
+// Lists 2 and 3 came from operator new.
+void free_list(List& l, bool from_new = false) {
   for (Node* n = l.head; n != nullptr;) {
     Node* next = n->next;
-    std::free(n);
+    if (from_new) ::operator delete(n);
+    else std::free(n);
     n = next;
   }
   l.head = l.tail = nullptr;
@@ -93,7 +94,7 @@ void free_list(List& l) {
 void* free_two(void* arg) {
   auto* lists = static_cast<List*>(arg);
   free_list(lists[0]);
-  free_list(lists[2]);
+  free_list(lists[2], true);
   return nullptr;
 }
 
@@ -123,7 +124,7 @@ int main() {
   pthread_t t;
   if (pthread_create(&t, nullptr, free_two, lists) != 0 || pthread_join(t, nullptr) != 0) return 3;
   free_list(lists[1]);
-  free_list(lists[3]);
+  free_list(lists[3], true);
   // Again, after the remote frees: the pools' blocks serve the new lists.
   for (int i = 0; i < kNodes; ++i) {
     lists[0].append(node_a(), uint64_t(i) * kLists + 0);
@@ -132,7 +133,7 @@ int main() {
   ok = ok && check(lists[0], 0) && check(lists[2], 2);
   std::printf("again adjacent %.3f %.3f\n", adjacent_share(lists[0]), adjacent_share(lists[2]));
   free_list(lists[0]);
-  free_list(lists[2]);
+  free_list(lists[2], true);
   std::printf(ok ? "ok\n" : "FAILED\n");
   return ok ? 0 : 1;
 }
