@@ -181,11 +181,14 @@ void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
   }
 }
 
-void* ThreadHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
+bool ThreadHeap::sample_due(size_t size) {
   CountdownEnd end = end_sample_countdown(sampling_period(), size, &sample_draws_);
   sample_countdown_ = end.next;
-  if (!end.sample) return alloc_unsampled(size, align, zeroed);
-  return alloc_sample(size, align, zeroed);
+  return end.sample;
+}
+
+void* ThreadHeap::alloc_sampled(size_t size, size_t align, bool* zeroed) {
+  return sample_due(size) ? alloc_sample(size, align, zeroed) : alloc_unsampled(size, align, zeroed);
 }
 
 void* ThreadHeap::alloc_sample(size_t size, size_t align, bool* zeroed) {
@@ -463,8 +466,7 @@ void ThreadHeap::handle_empty(ClassList& cl, BlockDesc& b) {
   if (&b == cl.cur || (b.flags & kBlockCached)) return;
   // A call-chain group keeps no empty block but its current one: there may
   // be many groups, each with few blocks.
-  bool plain = &cl >= lists_ && &cl < lists_ + kMaxSegregatedClasses;
-  if (plain && cl.empty_kept < empty_blocks_per_class_) {
+  if (b.chain_group == 0 && cl.empty_kept < empty_blocks_per_class_) {
     b.flags |= kBlockCached;
     ++cl.empty_kept;
     return;

@@ -84,17 +84,7 @@ class ThreadHeap {
   __attribute__((always_inline)) inline void* try_alloc_fast(size_t size) {
     if (__builtin_expect(size > medium_max_ || sample_countdown_ < static_cast<int64_t>(size), 0)) return nullptr;
     ClassList& cl = class_list(SizeClasses::class_of(size));
-    BlockDesc& b = *cl.cur;
-    uint32_t head = b.free_head;
-    if (__builtin_expect(head != 0, 1)) {
-      sample_countdown_ -= static_cast<int64_t>(size);
-      count_one(cl.counts.allocs);
-      return block_pop_free(b, cl.cur_base, head);
-    }
-    if (b.bump >= b.end) return nullptr;  // the empty block's end is 0
-    sample_countdown_ -= static_cast<int64_t>(size);
-    count_one(cl.counts.allocs);
-    return block_pop_bump(b, cl.cur_base, cl.size);
+    return pop_current(cl, cl.counts.allocs, static_cast<int64_t>(size));
   }
   // The fast path takes from the current block's free list only; a fresh
   // block's bump space is the slow path's first resort. One path to the
@@ -141,20 +131,10 @@ class ThreadHeap {
   __attribute__((always_inline)) inline void* alloc_grouped(size_t size, uint32_t group) {
     if (__builtin_expect(size <= kChainGroupMaxSize && sample_countdown_ >= static_cast<int64_t>(size), 1)) {
       uint32_t cls = SizeClasses::class_of(size);
+      // A group's blocks are often fresh (a structure being built): their
+      // bump space is a fast path too. Counted in the class's own list.
       if (ClassList* cl = group_list_if_ready(group, cls); __builtin_expect(cl != nullptr, 1)) {
-        BlockDesc& b = *cl->cur;
-        if (uint32_t head = b.free_head; __builtin_expect(head != 0, 1)) {
-          sample_countdown_ -= static_cast<int64_t>(size);
-          count_one(lists_[cls].counts.allocs);
-          return block_pop_free(b, cl->cur_base, head);
-        }
-        // A group's blocks are often fresh (a structure being built): their
-        // bump space is a fast path too.
-        if (b.bump < b.end) {
-          sample_countdown_ -= static_cast<int64_t>(size);
-          count_one(lists_[cls].counts.allocs);
-          return block_pop_bump(b, cl->cur_base, cl->size);
-        }
+        if (void* p = pop_current(*cl, lists_[cls].counts.allocs, static_cast<int64_t>(size))) return p;
       }
     }
     return alloc_grouped_slow(size, group);
@@ -338,6 +318,23 @@ class ThreadHeap {
     asm("" : "+r"(cl));
     return *cl;
   }
+  // A pop from `cl`'s current block: its free list, else its never-used
+  // space; nullptr if it has neither (the empty block's end is 0), having
+  // changed nothing. A success counts in `count` and takes `charge` bytes
+  // off the sample countdown.
+  __attribute__((always_inline)) inline void* pop_current(ClassList& cl, std::atomic<uint64_t>& count, int64_t charge) {
+    BlockDesc& b = *cl.cur;
+    uint32_t head = b.free_head;
+    if (__builtin_expect(head != 0, 1)) {
+      sample_countdown_ -= charge;
+      count_one(count);
+      return block_pop_free(b, cl.cur_base, head);
+    }
+    if (b.bump >= b.end) return nullptr;
+    sample_countdown_ -= charge;
+    count_one(count);
+    return block_pop_bump(b, cl.cur_base, cl.size);
+  }
 
   // What both free paths compute of a segregated object at p.
   struct SegregatedFree {
@@ -430,6 +427,9 @@ class ThreadHeap {
   // The countdown passed zero: a sampled allocation, or not (with sampling
   // off, a look at whether it was turned on: see end_sample_countdown).
   void* alloc_sampled(size_t size, size_t align, bool* zeroed);
+  // The countdown passed zero: restarts it, and says whether this
+  // allocation of `size` is to be a sample.
+  bool sample_due(size_t size);
   // The sampled allocation itself, out of line: with sampling off,
   // alloc_sampled runs every kSamplingProbeBytes, and stays short.
   __attribute__((noinline)) void* alloc_sample(size_t size, size_t align, bool* zeroed);

@@ -11,7 +11,6 @@
 
 #include "heap/block.h"
 #include "heap/heap_counters.h"
-#include "heap/sampling.h"
 #include "heap/thread_heap.h"
 
 namespace memd::heap {
@@ -53,22 +52,10 @@ void* ThreadHeap::alloc_grouped_slow(size_t size, uint32_t group) {
   if (cls < classes_->first_class() || cls > classes_->last_class()) return alloc(size);
   ClassList* cl = group_list(group, cls);
   if (cl == nullptr) return alloc(size);
-  if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) {
-    // The countdown's end: a sample goes where samples go (a chunk of a
-    // large block); anything else stays in the group.
-    CountdownEnd end = end_sample_countdown(sampling_period(), size, &sample_draws_);
-    sample_countdown_ = end.next;
-    if (end.sample) return alloc_sample(size, 0, nullptr);
-  }
-  BlockDesc& b = *cl->cur;
-  if (uint32_t head = b.free_head; head != 0) {
-    count_one(lists_[cls].counts.allocs);
-    return block_pop_free(b, cl->cur_base, head);
-  }
-  if (char* p = block_pop(b, cl->cur_base, cl->size)) {
-    count_one(lists_[cls].counts.allocs);
-    return p;
-  }
+  // The countdown's end: a sample goes where samples go (a chunk of a large
+  // block); anything else stays in the group.
+  if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0 && sample_due(size)) return alloc_sample(size, 0, nullptr);
+  if (void* p = pop_current(*cl, lists_[cls].counts.allocs, 0)) return p;
   return refill_list(*cl, cls, static_cast<uint8_t>(group));
 }
 

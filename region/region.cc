@@ -162,6 +162,7 @@ absl::Status attach_threads(RegionImpl* impl, heap::BlockSource* source, uint32_
     return absl::ResourceExhaustedError("too many heaps and regions open in this process");
   }
   impl->registered = true;
+  impl->refresh_data_plane();
   return absl::OkStatus();
 }
 
@@ -245,6 +246,7 @@ void RegionImpl::detach_all() {
     pool.abandon_all_heaps();
     region::unregister_arena(handle);
     registered = false;
+    refresh_data_plane();
   }
   if (leased) leased->return_all();
 }

@@ -358,6 +358,7 @@ void Region::set_event_handler(RegionEventHandler handler, void* context) {
 void Region::set_chain_pools(bool on) {
   if (on && !region::chain_pools_enabled()) region::chain_pools_enable(region::ChainPoolOptions{});
   impl_->chain_pools = on;
+  impl_->refresh_data_plane();
 }
 
 std::optional<Discipline> discipline_from_number(uint64_t n) {

@@ -67,6 +67,7 @@ class RegionImpl {
   region::ThreadHeapPool pool;
   region::ArenaHandle handle{};
   bool registered = false;
+  bool plain_ = false;  // plain_data_plane()
 
   // The debug method's settings in this process (Region::set_debug_options,
   // Region::watch).
@@ -96,8 +97,11 @@ class RegionImpl {
   };
   MethodChunks method_chunks{this};
   // Whether alloc and free go straight to this thread's heap: the best
-  // method, in a process that may write and has heaps.
-  bool plain_data_plane() const { return !read_only & registered & (method == Method::kBest) & !chain_pools; }
+  // method, in a process that may write and has heaps, without chain pools.
+  // Kept in one byte beside the handle, so the fast path tests one load:
+  // refresh_data_plane() wherever one of its inputs changes.
+  bool plain_data_plane() const { return plain_; }
+  void refresh_data_plane() { plain_ = !read_only & registered & (method == Method::kBest) & !chain_pools; }
   bool chain_pools = false;  // Region::set_chain_pools
   // This thread's heap of the region; nullptr and EPERM for an owner that
   // only serves leases (it has none).
