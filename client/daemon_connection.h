@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/daemon_client.h"
+#include "client/telemetry/chain_pool_view.h"
 #include "client/telemetry/telemetry_abi.h"
 #include "heap/heap_counters.h"
 #include "memd/v1/memd.grpc.pb.h"
@@ -49,6 +50,7 @@ struct ExternalTelemetry {
   std::function<void(heap::CounterSnapshot*)> counters;
   std::function<size_t(memd_sample_event*, size_t)> drain;
   std::function<void(uint64_t* taken, uint64_t* dropped)> sampler_counts;
+  std::function<void(telemetry::ChainPoolView*)> chain_pools;  // the shim's call-chain pools
 };
 
 class DaemonConnection {

@@ -94,6 +94,8 @@ bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
   std::vector<telemetry::HeapView> heaps;
   size_t event_count = 0;
   telemetry::ClientTotals totals;
+  // The shim's pools if it has them on, else this library's own.
+  telemetry::ChainPoolView chains;
   telemetry::SamplerCounts local = telemetry::sampler_counts();
   totals.samples_taken = local.taken;
   totals.samples_dropped = local.dropped;
@@ -112,6 +114,7 @@ bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
       h.base = external_.base;
       external_.counters(&h.counters);
     }
+    if (external_.chain_pools) external_.chain_pools(&chains);
     if (external_.drain) event_count += external_.drain(events + event_count, telemetry::kSampleBufferEvents);
     if (external_.sampler_counts) {
       uint64_t taken = 0, dropped = 0;
@@ -121,6 +124,7 @@ bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
     }
   }
   event_count += telemetry::drain_sample_events(events + event_count, telemetry::kSampleBufferEvents);
+  if (!chains.on) chains = telemetry::local_chain_pools();
 
   std::lock_guard<std::mutex> w(write_mu_);
   grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionEvent>* stream = nullptr;
@@ -146,7 +150,7 @@ bool DaemonConnection::send_report(telemetry::ReportBuilder* builder, uint64_t* 
   totals.reports_dropped = reports_dropped.load(std::memory_order_relaxed);
   totals.samples_dropped += lost_events_;
   v1::SessionRequest req;
-  *req.mutable_telemetry() = builder->build(heaps, absl::MakeConstSpan(events, event_count), totals);
+  *req.mutable_telemetry() = builder->build(heaps, absl::MakeConstSpan(events, event_count), totals, &chains);
   if (stream->Write(req)) {
     reports_sent.fetch_add(1, std::memory_order_relaxed);
     return true;

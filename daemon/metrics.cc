@@ -123,6 +123,33 @@ void collect_regions(DaemonState* state, Families* f) {
 
 std::string client_label(const std::string& program, pid_t pid) { return absl::StrCat(program, ":", pid); }
 
+// A client's call-chain pools: how its classifier decided, and one series
+// per pool (at most TelemetryStore::kMaxChainPools) naming its chain.
+void collect_chain_pools(const std::string& client, const ClientTelemetry& c, Families* f) {
+  const char* help = "Call chains the client's classifier decided, by outcome.";
+  const std::pair<const char*, uint64_t> outcomes[] = {{"pooled", c.chains.pooled},
+                                                       {"wrapper", c.chains.wrappers},
+                                                       {"mixed_sizes", c.chains.mixed_sizes},
+                                                       {"past_pools", c.chains.past_pools}};
+  for (const auto& [outcome, n] : outcomes) {
+    f->counter("memd_client_chains_total", help, {{"client", client}, {"outcome", outcome}}, static_cast<double>(n));
+  }
+  f->counter("memd_client_chains_seen_total", "Call chains the client's classifier counted.", {{"client", client}},
+             static_cast<double>(c.chains.seen));
+  f->counter("memd_client_chain_unwinds_total", "Stack unwinds the client's classifier made.", {{"client", client}},
+             static_cast<double>(c.chains.unwinds));
+  f->counter("memd_client_chains_untracked_total", "Call chains the client's classifier had no room to count.",
+             {{"client", client}}, static_cast<double>(c.chains.untracked));
+  for (const PooledChain& p : c.pools) {
+    f->gauge("memd_client_chain_pool_info", "A pool of the client's and the call chain it serves.",
+             {{"client", client},
+              {"pool", std::to_string(p.pool)},
+              {"object_bytes", std::to_string(p.object_bytes)},
+              {"chain", p.chain}},
+             1);
+  }
+}
+
 void collect_clients(DaemonState* state, Families* f) {
   std::vector<std::shared_ptr<Session>> sessions = state->sessions->list();
   std::map<uint64_t, std::string> label_of;
@@ -169,6 +196,7 @@ void collect_clients(DaemonState* state, Families* f) {
                  static_cast<double>(t.allocated_bytes));
       f->counter("memd_client_freed_bytes_total", "Bytes the client freed.", rl, static_cast<double>(t.freed_bytes));
     }
+    if (c.chain_pools) collect_chain_pools(client, c, f);
   }
 }
 

@@ -79,6 +79,11 @@ class SamplePool {
 
   const std::deque<std::unique_ptr<Sample>>& samples() const { return samples_; }
   const std::string& name(NameTable::Id id) const { return names_.name(id); }
+  // The name add_symbol gave `address`; nullptr if none.
+  const std::string* symbol(uint64_t address) const {
+    auto it = symbols_.find(address);
+    return it != symbols_.end() ? &names_.name(it->second) : nullptr;
+  }
   std::optional<NameTable::Id> find_name(std::string_view name) const { return names_.find(name); }
   uint64_t bytes() const { return names_.bytes() + symbols_.size() * kSymbolBytes + sample_bytes_; }
 

@@ -15,7 +15,8 @@ namespace {
 
 constexpr const char* kRejectedLabels[] = {"unknown_region",    "size_class",        "symbol_count",
                                            "session_bytes",     "uid_bytes",         "region_full",
-                                           "counter_decreased", "counter_too_large", "counter_jump"};
+                                           "counter_decreased", "counter_too_large", "counter_jump",
+                                           "chain"};
 static_assert(std::size(kRejectedLabels) == static_cast<size_t>(Rejected::kCount));
 
 std::string heap_label(const std::string& region) { return region.empty() ? kProcessHeapLabel : region; }
@@ -112,6 +113,7 @@ void TelemetryStore::report(const ClientIdentity& who, const std::set<std::strin
   report_counters(s, reportable, r, now_ms);
   report_scalars(s, r, now_ms);
   report_samples(s, reportable, r);
+  report_chains(s, r, now_ms);
 }
 
 // Counters: the latest cumulative values per heap that pass the checks; a
@@ -179,13 +181,15 @@ void TelemetryStore::report_counters(SessionData& s, const std::set<std::string>
   }
 }
 
+void TelemetryStore::take_scalar(Scalar& kept, uint64_t now, uint64_t now_ms, uint64_t* shown) {
+  CounterVerdict v = check_counter(kept.value, now, now_ms - kept.at_ms, kMaxEventsPerSecond);
+  if (v != CounterVerdict::kOk) return reject(v);
+  kept = {now, now_ms};
+  *shown = now;
+}
+
 void TelemetryStore::report_scalars(SessionData& s, const v1::TelemetryReport& r, uint64_t now_ms) {
-  auto take = [&](Scalar& kept, uint64_t now, uint64_t& shown) {
-    CounterVerdict v = check_counter(kept.value, now, now_ms - kept.at_ms, kMaxEventsPerSecond);
-    if (v != CounterVerdict::kOk) return reject(v);
-    kept = {now, now_ms};
-    shown = now;
-  };
+  auto take = [&](Scalar& kept, uint64_t now, uint64_t& shown) { take_scalar(kept, now, now_ms, &shown); };
   take(s.rpcs, r.rpcs(), s.view.rpcs);
   take(s.lease_calls, r.lease_calls(), s.view.lease_calls);
   take(s.samples_taken, r.samples_taken(), s.view.samples_taken);

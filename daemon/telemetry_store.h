@@ -55,11 +55,25 @@ struct ClientIdentity {
   std::string program;
 };
 
+// A client's call-chain pools (TelemetryReport.chain_pools): its
+// classifier's cumulative counts, and its pools now.
+struct ChainPoolTotals {
+  uint64_t seen = 0, pooled = 0, wrappers = 0, mixed_sizes = 0, past_pools = 0, unwinds = 0, untracked = 0;
+};
+struct PooledChain {
+  uint32_t pool = 0;          // 1..kMaxChainPools, one chain each
+  uint32_t object_bytes = 0;
+  std::string chain;          // its frames' names (else addresses), innermost first, " < " between
+};
+
 struct ClientTelemetry {
   ClientIdentity who;
   std::map<std::string, ClassTotals> by_region;  // summed over classes
   uint64_t rpcs = 0, lease_calls = 0, samples_taken = 0, samples_dropped = 0, reports_dropped = 0;
   uint64_t reports = 0;
+  bool chain_pools = false;  // the client reported pools on
+  ChainPoolTotals chains;
+  std::vector<PooledChain> pools;  // by pool number
 };
 
 struct SiteTotals {
@@ -78,6 +92,7 @@ enum class Rejected {
   kCounterDecreased,  // a cumulative counter went back
   kCounterTooLarge,   // a counter above kMaxCounter
   kCounterJump,       // a counter grew faster than possible
+  kChain,             // a call chain of chain_pools that is malformed, or past kMaxReportedChains
   kCount
 };
 const char* rejected_label(Rejected reason);
@@ -91,6 +106,13 @@ class TelemetryStore {
   static constexpr size_t kMaxSymbolsPerSession = 65536;
   static constexpr uint64_t kDefaultBytesPerSession = uint64_t{8} << 20;
   static constexpr uint64_t kDefaultBytesPerUid = uint64_t{64} << 20;
+  // Call-chain pools: what a report may carry (the client's numbers, which
+  // bound the labels a client can add to /metrics).
+  static constexpr size_t kMaxReportedChains = 64;
+  static constexpr uint32_t kMaxChainPools = 32;
+  static constexpr int kMaxChainFrames = 4;
+  static constexpr uint32_t kMaxChainObjectBytes = 256;
+  static constexpr size_t kMaxChainFrameName = 160;  // bytes of each frame's name in a label
 
   // A client's report. Only heaps of `reportable` regions (those the
   // session has had open; and the process heap) count, and only real size
@@ -153,6 +175,7 @@ class TelemetryStore {
     std::map<std::string, Heap> latest;  // by heap label
     std::map<std::string, uint64_t> reported_ms;  // heaps ever reported: when last
     Scalar rpcs, lease_calls, samples_taken, samples_dropped, reports_dropped;
+    std::array<Scalar, 7> chain_counts;  // ChainPoolTotals, in its order
     SamplePool pool;
   };
 
@@ -160,6 +183,10 @@ class TelemetryStore {
                        uint64_t now_ms);
   void report_scalars(SessionData& s, const v1::TelemetryReport& r, uint64_t now_ms);
   void report_samples(SessionData& s, const std::set<std::string>& reportable, const v1::TelemetryReport& r);
+  // telemetry_chains.cc; after report_samples (a report's chains are named
+  // by its symbols).
+  void report_chains(SessionData& s, const v1::TelemetryReport& r, uint64_t now_ms);
+  void take_scalar(Scalar& kept, uint64_t now, uint64_t now_ms, uint64_t* shown);
   void retire(const std::string& region, const Heap& heap);  // its counters into totals
   void reject(Rejected reason, uint64_t n = 1) { rejected_[static_cast<size_t>(reason)] += n; }
   void reject(CounterVerdict v);

@@ -16,15 +16,16 @@
 namespace memd::region {
 namespace {
 
-constexpr uint32_t kMaxDepth = 4;
+constexpr uint32_t kMaxDepth = kMaxChainDepth;
 constexpr uint32_t kCallerSlots = 4;
 constexpr uint32_t kTableSlots = 2048;  // chains tracked; a power of two
 
 // A chain's state word: what its allocations do.
 constexpr uint32_t kCounting = 0;
-constexpr uint32_t kPlain = 1;   // decided: no pool
-constexpr uint32_t kLonger = 2;  // a wrapper: look at the chain one caller longer
-constexpr uint32_t kPooled = 3;  // | group << 8
+constexpr uint32_t kMixed = 1;      // decided: no pool, its sizes vary
+constexpr uint32_t kLonger = 2;     // a wrapper: look at the chain one caller longer
+constexpr uint32_t kPooled = 3;     // | group << 8
+constexpr uint32_t kPastPools = 4;  // decided: no pool, none was left
 
 struct ChainEntry {
   std::atomic<uint64_t> key{0};  // the chain's hash, never 0; 0: free slot
@@ -244,13 +245,13 @@ void count(ChainEntry& e, bool sampled, uintptr_t caller, size_t size) {
     decided = kLonger;
     state.lengthened.fetch_add(1, std::memory_order_relaxed);
   } else if (!one_size) {
-    decided = kPlain;
+    decided = kMixed;
     state.mixed.fetch_add(1, std::memory_order_relaxed);
   } else if (state.groups_given < heap::ThreadHeap::kMaxChainGroups) {
     decided = kPooled | ++state.groups_given << 8;
     state.pooled.fetch_add(1, std::memory_order_relaxed);
   } else {
-    decided = kPlain;
+    decided = kPastPools;
     state.unpooled.fetch_add(1, std::memory_order_relaxed);
   }
   e.state.store(decided, std::memory_order_release);
@@ -414,6 +415,52 @@ ChainPoolStats chain_pool_stats() {
   return s;
 }
 
+namespace {
+
+ChainOutcome outcome_of(uint32_t s) {
+  switch (s & 0xff) {
+    case kPooled: return ChainOutcome::kPooled;
+    case kLonger: return ChainOutcome::kWrapper;
+    case kMixed: return ChainOutcome::kMixedSizes;
+    default: return ChainOutcome::kPastPools;
+  }
+}
+
+// f(record) for each decided chain, in table order.
+template <class F>
+void for_each_decided(F f) {
+  for (const ChainEntry& e : state.table) {
+    if (e.key.load(std::memory_order_acquire) == 0) continue;
+    uint32_t s = e.state.load(std::memory_order_acquire);
+    if (s == kCounting) continue;
+    ChainRecord r;
+    r.outcome = outcome_of(s);
+    r.pool = group_of(s);
+    r.depth = e.depth;
+    // Written under the lock before the decision was published: stable.
+    r.counted = e.counted;
+    r.object_bytes = e.first_granules * 8;
+    r.lookups = e.allocs.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < e.depth && i < kMaxDepth; ++i) r.frames[i] = e.pcs[i];
+    f(r);
+  }
+}
+
+}  // namespace
+
+size_t chain_pools_list(ChainRecord* out, size_t max) {
+  // Pools first, then wrappers, then the chains left plain: what a reader
+  // of a bounded list wants most.
+  size_t n = 0;
+  for (ChainOutcome want : {ChainOutcome::kPooled, ChainOutcome::kWrapper, ChainOutcome::kMixedSizes,
+                            ChainOutcome::kPastPools}) {
+    for_each_decided([&](const ChainRecord& r) {
+      if (r.outcome == want && n < max) out[n++] = r;
+    });
+  }
+  return n;
+}
+
 void chain_pools_report(int fd) {
   auto put = [fd](region::Line& l) {
     l.add("\n");
@@ -435,25 +482,22 @@ void chain_pools_report(int fd) {
   head.add_decimal(st.unwinds);
   head.add(" unwinds");
   put(head);
-  for (const ChainEntry& e : state.table) {
-    if (e.key.load(std::memory_order_acquire) == 0) continue;
-    uint32_t s = e.state.load(std::memory_order_acquire);
-    if (s == kCounting) continue;
+  for_each_decided([&](const ChainRecord& r) {
     region::Line l;
-    l.add(s == kLonger ? "  wrapper" : s == kPlain ? "  plain  " : "  pool ");
-    if ((s & 0xff) == kPooled) {
-      l.add_decimal(s >> 8);
-      l.add(s >> 8 < 10 ? " " : "");
+    l.add(r.outcome == ChainOutcome::kWrapper ? "  wrapper" : r.outcome == ChainOutcome::kPooled ? "  pool " : "  plain  ");
+    if (r.outcome == ChainOutcome::kPooled) {
+      l.add_decimal(r.pool);
+      l.add(r.pool < 10 ? " " : "");
     }
     l.add(" lookups ");
-    l.add_decimal(e.allocs.load(std::memory_order_relaxed));
+    l.add_decimal(r.lookups);
     l.add(" chain");
-    for (uint32_t i = 0; i < e.depth; ++i) {
+    for (uint32_t i = 0; i < r.depth; ++i) {
       l.add(" ");
-      region::add_code_address(l, reinterpret_cast<const void*>(e.pcs[i]));
+      region::add_code_address(l, reinterpret_cast<const void*>(r.frames[i]));
     }
     put(l);
-  }
+  });
 }
 
 }  // namespace memd::region

@@ -70,6 +70,28 @@ ChainPoolOptions chain_pool_options_from_env();
 inline uint32_t chain_pool_for(const void* ra, const void* entry_cfa, size_t size);
 
 ChainPoolStats chain_pool_stats();
+
+// What became of a chain once counted.
+enum class ChainOutcome : uint8_t {
+  kPooled = 1,      // it has a pool
+  kWrapper = 2,     // its site serves several callers: each got a longer chain
+  kMixedSizes = 3,  // left plain: its objects are of many sizes
+  kPastPools = 4,   // left plain: every pool was taken
+};
+inline constexpr uint32_t kMaxChainDepth = 4;
+struct ChainRecord {
+  ChainOutcome outcome = ChainOutcome::kPooled;
+  uint32_t pool = 0;          // 1..ThreadHeap::kMaxChainGroups if pooled, else 0
+  uint32_t depth = 0;         // return addresses in frames
+  uint32_t counted = 0;       // allocations counted before the decision
+  uint32_t object_bytes = 0;  // the first size counted, rounded up to 8: a pool's objects'
+  uint64_t lookups = 0;       // allocations looked up in the table (see chain_pools_report)
+  uintptr_t frames[kMaxChainDepth] = {};  // innermost (malloc's caller) first
+};
+// The decided chains into out[0..max): pools first, then wrappers, then
+// the chains left plain. Returns how many. No malloc, no lock.
+size_t chain_pools_list(ChainRecord* out, size_t max);
+
 // Every chain with a pool, or a decision, one per line: its pool, its
 // allocations counted, its return addresses as object+0xoffset. No malloc.
 void chain_pools_report(int fd);

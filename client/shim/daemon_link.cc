@@ -79,6 +79,14 @@ void report_shim_telemetry(memd::Client* c, const memd_shim_telemetry* t) {
   e.counters = [t](memd::heap::CounterSnapshot* out) { t->process_heap_counters(out); };
   e.drain = [t](memd_sample_event* out, size_t max) { return t->drain(out, max); };
   e.sampler_counts = [t](uint64_t* taken, uint64_t* dropped) { t->sampler_counts(taken, dropped); };
+  if (t->chain_pools != nullptr) {
+    e.chain_pools = [t](memd::client::telemetry::ChainPoolView* out) {
+      size_t n = 0;
+      out->chains.resize(memd::client::telemetry::kMaxReportedChains);
+      out->on = t->chain_pools(&out->totals, out->chains.data(), out->chains.size(), &n) != 0;
+      out->chains.resize(out->on ? n : 0);
+    };
+  }
   c->connection()->set_external_telemetry(std::move(e));
 }
 

@@ -39,6 +39,10 @@ struct memd_shim_telemetry {
   /* Adds the process heap's counters to a memd::heap::CounterSnapshot. */
   void (*process_heap_counters)(void* snapshot);
   void (*sampler_counts)(uint64_t* taken, uint64_t* dropped);
+  /* The shim's call-chain pools (MEMD_CHAIN_POOLS): 0 if they are off;
+   * else 1, with a memd::region::ChainPoolStats in `stats` and up to `max`
+   * memd::region::ChainRecords in `records`, their number in `count`. */
+  int (*chain_pools)(void* stats, void* records, size_t max, size_t* count);
 };
 
 /* The link's side: the region heap. free returns 0 if p was not the

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "region/chain_pools.h"
 #include "region/options.h"
 #include "client/process_heap.h"
 #include "client/shim/debug_mode.h"
@@ -75,7 +76,13 @@ void sampler_counts(uint64_t* taken, uint64_t* dropped) {
   *taken = c.taken;
   *dropped = c.dropped;
 }
-const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sampler_counts};
+int chain_pools(void* stats, void* records, size_t max, size_t* count) {
+  if (!region::chain_pools_enabled()) return 0;
+  *static_cast<region::ChainPoolStats*>(stats) = region::chain_pool_stats();
+  *count = region::chain_pools_list(static_cast<region::ChainRecord*>(records), max);
+  return 1;
+}
+const memd_shim_telemetry shim_telemetry{drain_events, process_heap_counters, sampler_counts, chain_pools};
 
 // MEMD_TELEMETRY (default: on in daemon mode, off otherwise) and
 // MEMD_SAMPLE_BYTES (0: count, do not sample).

@@ -10,6 +10,12 @@
 namespace memd::client::telemetry {
 namespace {
 
+// The report's numbers are the classifier's.
+static_assert(static_cast<int>(region::ChainOutcome::kPooled) == v1::CHAIN_POOLED);
+static_assert(static_cast<int>(region::ChainOutcome::kWrapper) == v1::CHAIN_WRAPPER);
+static_assert(static_cast<int>(region::ChainOutcome::kMixedSizes) == v1::CHAIN_MIXED_SIZES);
+static_assert(static_cast<int>(region::ChainOutcome::kPastPools) == v1::CHAIN_PAST_POOLS);
+
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The entry points every allocator exports: frames of these are the
@@ -67,8 +73,39 @@ bool ReportBuilder::is_allocator_frame(uint64_t address) {
   return mine;
 }
 
+void ReportBuilder::send_symbol(v1::TelemetryReport* r, uint64_t pc) {
+  if (!sent_symbols_.insert(pc).second) return;
+  v1::Symbol* sym = r->add_symbols();
+  sym->set_address(pc);
+  sym->set_name(symbol(pc));
+}
+
+void ReportBuilder::add_chain_pools(v1::TelemetryReport* r, const ChainPoolView& view) {
+  v1::ChainPools* c = r->mutable_chain_pools();
+  c->set_chains_seen(view.totals.chains);
+  c->set_pooled(view.totals.pooled);
+  c->set_wrappers(view.totals.lengthened);
+  c->set_mixed_sizes(view.totals.mixed);
+  c->set_past_pools(view.totals.unpooled);
+  c->set_unwinds(view.totals.unwinds);
+  c->set_untracked(view.totals.table_full);
+  for (size_t i = 0; i < view.chains.size() && i < kMaxReportedChains; ++i) {
+    const region::ChainRecord& rec = view.chains[i];
+    v1::Chain* out = c->add_chains();
+    out->set_outcome(static_cast<v1::ChainOutcome>(rec.outcome));  // the same numbers
+    out->set_pool(rec.pool);
+    out->set_object_bytes(rec.object_bytes);
+    out->set_counted(rec.counted);
+    for (uint32_t k = 0; k < rec.depth && k < region::kMaxChainDepth; ++k) {
+      out->add_stack(rec.frames[k]);
+      send_symbol(r, rec.frames[k]);
+    }
+  }
+}
+
 v1::TelemetryReport ReportBuilder::build(const std::vector<HeapView>& heaps,
-                                         absl::Span<const memd_sample_event> events, const ClientTotals& totals) {
+                                         absl::Span<const memd_sample_event> events, const ClientTotals& totals,
+                                         const ChainPoolView* chains) {
   v1::TelemetryReport r;
   for (const HeapView& h : heaps) {
     v1::HeapCounters* hc = r.add_heaps();
@@ -126,15 +163,11 @@ v1::TelemetryReport ReportBuilder::build(const std::vector<HeapView>& heaps,
     int first = 0;
     while (first < e.frame_count && is_allocator_frame(e.frames[first])) ++first;
     for (int i = first; i < e.frame_count; ++i) {
-      uint64_t pc = e.frames[i];
-      s->add_stack(pc);
-      if (sent_symbols_.insert(pc).second) {
-        v1::Symbol* sym = r.add_symbols();
-        sym->set_address(pc);
-        sym->set_name(symbol(pc));
-      }
+      s->add_stack(e.frames[i]);
+      send_symbol(&r, e.frames[i]);
     }
   }
+  if (chains != nullptr && chains->on) add_chain_pools(&r, *chains);
   r.set_rpcs(totals.rpcs);
   r.set_lease_calls(totals.lease_calls);
   r.set_sample_period_bytes(totals.sample_period);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "client/telemetry/chain_pool_view.h"
 #include "client/telemetry/telemetry_abi.h"
 #include "heap/heap_counters.h"
 #include "memd/v1/memd.pb.h"
@@ -39,14 +40,18 @@ class ReportBuilder {
   // A new session: the daemon knows no symbols yet.
   void new_session() { sent_symbols_.clear(); }
 
+  // `chains`: the process's call-chain pools, nullptr if it has none on.
   v1::TelemetryReport build(const std::vector<HeapView>& heaps, absl::Span<const memd_sample_event> events,
-                            const ClientTotals& totals);
+                            const ClientTotals& totals, const ChainPoolView* chains = nullptr);
 
   // The function a return address lies in, demangled; empty if unknown.
   const std::string& symbol(uint64_t address);
 
  private:
   bool is_allocator_frame(uint64_t address);
+  // Adds the name of `pc` to the report, once per session.
+  void send_symbol(v1::TelemetryReport* r, uint64_t pc);
+  void add_chain_pools(v1::TelemetryReport* r, const ChainPoolView& view);
 
   std::unordered_map<uint64_t, std::string> names_;
   std::unordered_map<uint64_t, bool> allocator_frame_;

@@ -162,6 +162,10 @@ class Session(Connection):
             self._stream.cancel()
         super().close()
 
+    def report(self, telemetry):
+        """Sends a TelemetryReport on the session stream (no answer comes)."""
+        self._requests.put(pb.SessionRequest(telemetry=telemetry))
+
     # --------------------------------------------------------------- regions
 
     def open_region(self, name, discipline=pb.DISCIPLINE_SHM, create=True, mode=0o600,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -339,6 +340,115 @@ TEST(TelemetryStore, SymbolNamesAreMadeSafeToShow) {
   ASSERT_EQ(sites.size(), 1u);
   EXPECT_EQ(sites[0].site.substr(0, 22), "evil\\n\\x00name\\u{202E}");
   EXPECT_LE(sites[0].site.size(), TelemetryStore::kMaxSymbolBytes);
+}
+
+v1::Chain* add_chain(v1::TelemetryReport* r, v1::ChainOutcome outcome, uint32_t pool, uint32_t bytes,
+                     const std::vector<uint64_t>& stack) {
+  v1::Chain* c = r->mutable_chain_pools()->add_chains();
+  c->set_outcome(outcome);
+  c->set_pool(pool);
+  c->set_object_bytes(bytes);
+  c->set_counted(100);
+  for (uint64_t pc : stack) c->add_stack(pc);
+  return c;
+}
+
+std::optional<ClientTelemetry> client_of(const TelemetryStore& store, uint64_t session) {
+  for (const ClientTelemetry& c : store.clients()) {
+    if (c.who.session == session) return c;
+  }
+  return std::nullopt;
+}
+
+TEST(TelemetryStore, ChainPoolsAreKeptWithTheirFramesNamed) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_symbol(&r, 0x10, "xmalloc");
+  add_symbol(&r, 0x20, "build_tree");
+  add_symbol(&r, 0x30, std::string("bad\nname"));
+  v1::ChainPools* c = r.mutable_chain_pools();
+  c->set_chains_seen(9);
+  c->set_pooled(2);
+  c->set_wrappers(1);
+  c->set_mixed_sizes(3);
+  c->set_unwinds(40);
+  add_chain(&r, v1::CHAIN_POOLED, 2, 48, {0x10, 0x20});
+  add_chain(&r, v1::CHAIN_POOLED, 1, 32, {0x30, 0x99});  // 0x99: no symbol
+  add_chain(&r, v1::CHAIN_WRAPPER, 0, 48, {0x10});
+  add_chain(&r, v1::CHAIN_MIXED_SIZES, 0, 16, {0x20});
+  store.report({1, 100, 0, "a"}, {}, r);
+  std::optional<ClientTelemetry> t = client_of(store, 1);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(t->chain_pools);
+  EXPECT_EQ(t->chains.seen, 9u);
+  EXPECT_EQ(t->chains.pooled, 2u);
+  EXPECT_EQ(t->chains.wrappers, 1u);
+  EXPECT_EQ(t->chains.mixed_sizes, 3u);
+  EXPECT_EQ(t->chains.unwinds, 40u);
+  ASSERT_EQ(t->pools.size(), 2u);  // pooled chains only, by pool number
+  EXPECT_EQ(t->pools[0].pool, 1u);
+  EXPECT_EQ(t->pools[0].chain, "bad\\nname < 0x99");  // names made safe; an unnamed frame by address
+  EXPECT_EQ(t->pools[0].object_bytes, 32u);
+  EXPECT_EQ(t->pools[1].pool, 2u);
+  EXPECT_EQ(t->pools[1].chain, "xmalloc < build_tree");
+  EXPECT_EQ(rejected(store, Rejected::kChain), 0u);
+
+  // The list is the state now: the next report's replaces it; the counters
+  // are cumulative and pass the usual checks.
+  v1::TelemetryReport next;
+  *next.mutable_chain_pools() = r.chain_pools();
+  next.mutable_chain_pools()->clear_chains();
+  next.mutable_chain_pools()->set_chains_seen(5);  // went back
+  next.mutable_chain_pools()->set_pooled(3);
+  add_chain(&next, v1::CHAIN_POOLED, 3, 64, {0x20});
+  store.report({1, 100, 0, "a"}, {}, next);
+  t = client_of(store, 1);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->chains.seen, 9u);
+  EXPECT_EQ(t->chains.pooled, 3u);
+  EXPECT_EQ(rejected(store, Rejected::kCounterDecreased), 1u);
+  ASSERT_EQ(t->pools.size(), 1u);
+  EXPECT_EQ(t->pools[0].chain, "build_tree");
+
+  // A client without pools reports none, and shows none.
+  store.report({2, 200, 0, "b"}, {}, counters("", 16, 1, 0));
+  t = client_of(store, 2);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_FALSE(t->chain_pools);
+}
+
+TEST(TelemetryStore, MalformedChainsAreLeftOutAndCounted) {
+  TelemetryStore store;
+  v1::TelemetryReport r;
+  add_chain(&r, v1::CHAIN_POOLED, 0, 32, {0x10});                     // pool 0
+  add_chain(&r, v1::CHAIN_POOLED, 33, 32, {0x10});                    // past the pools
+  add_chain(&r, v1::CHAIN_POOLED, 4, 32, {});                         // no frames
+  add_chain(&r, v1::CHAIN_POOLED, 4, 32, {1, 2, 3, 4, 5});            // too many
+  add_chain(&r, v1::CHAIN_POOLED, 4, 4096, {0x10});                   // too big to pool
+  add_chain(&r, v1::CHAIN_POOLED, 4, 33, {0x10});                     // not in 8-byte units
+  add_chain(&r, v1::CHAIN_WRAPPER, 4, 32, {0x10});                    // a wrapper with a pool
+  add_chain(&r, static_cast<v1::ChainOutcome>(77), 0, 32, {0x10});    // no such outcome
+  add_chain(&r, v1::CHAIN_OUTCOME_UNSPECIFIED, 0, 32, {0x10});
+  add_chain(&r, v1::CHAIN_POOLED, 5, 32, {0x10});                     // good
+  add_chain(&r, v1::CHAIN_POOLED, 5, 32, {0x20});                     // pool 5 again
+  store.report({1, 100, 0, "a"}, {}, r);
+  EXPECT_EQ(rejected(store, Rejected::kChain), 10u);
+  std::optional<ClientTelemetry> t = client_of(store, 1);
+  ASSERT_TRUE(t.has_value());
+  ASSERT_EQ(t->pools.size(), 1u);
+  EXPECT_EQ(t->pools[0].pool, 5u);
+  EXPECT_EQ(t->pools[0].chain, "0x10");
+
+  // More chains than a client has: the first kMaxReportedChains are looked
+  // at, the rest counted; a client cannot name more than kMaxChainPools pools.
+  v1::TelemetryReport flood;
+  for (uint32_t i = 0; i < 1000; ++i) add_chain(&flood, v1::CHAIN_POOLED, i % 40 + 1, 32, {0x10 + i});
+  store.report({1, 100, 0, "a"}, {}, flood);
+  t = client_of(store, 1);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->pools.size(), TelemetryStore::kMaxChainPools);
+  EXPECT_EQ(rejected(store, Rejected::kChain), 10u + (1000 - TelemetryStore::kMaxReportedChains) +
+                                                  (TelemetryStore::kMaxReportedChains - TelemetryStore::kMaxChainPools));
 }
 
 TEST(TelemetryStore, AProfileForOneUserHoldsOnlyItsProcessesSamples) {

@@ -26,6 +26,17 @@ namespace {
 
 class TelemetryTest : public ::testing::Test {
  protected:
+  // promtool's complaints about a scrape; empty if it has none.
+  std::string promtool_check(const std::string& text) {
+    std::string path = d_.dir() + "/metrics.txt";
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    std::string cmd = "promtool check metrics < " + path + " > " + d_.dir() + "/promtool.out 2>&1";
+    if (std::system(cmd.c_str()) == 0) return "";
+    std::string out = read_file(d_.dir() + "/promtool.out");
+    return out.empty() ? "promtool failed" : out;
+  }
   void SetUp() override {
     // Clients report every 100 ms and sample one allocation per 16 KiB.
     setenv("MEMD_TELEMETRY_INTERVAL_MS", "100", 1);
@@ -182,13 +193,59 @@ TEST_F(TelemetryTest, MetricsPassPromtool) {
   })) << text;
   kill(c, SIGKILL);
   wait_exit(c);
-  std::string path = d_.dir() + "/metrics.txt";
-  FILE* f = std::fopen(path.c_str(), "w");
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-  std::string cmd = "promtool check metrics < " + path + " > " + d_.dir() + "/promtool.out 2>&1";
-  int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << read_file(d_.dir() + "/promtool.out");
+  EXPECT_EQ(promtool_check(text), "");
+}
+
+// A program under the shim with call-chain pools (MEMD_CHAIN_POOLS=1): its
+// classifier's decisions reach /metrics, each pool named by its chain's
+// functions (chain_pool_program builds four lists, two through a wrapper).
+TEST_F(TelemetryTest, TheCallChainPoolsOfAProgramUnderTheShimShowInMetrics) {
+#ifndef CHAIN_POOL_PROGRAM
+  GTEST_SKIP() << "the shim is built with a sanitizer";
+#else
+  setenv("LD_PRELOAD", SHIM_LIBRARY, 1);
+  setenv("MEMD_TELEMETRY", "1", 1);
+  setenv("MEMD_CHAIN_POOLS", "1", 1);
+  setenv("MEMD_SOCKET", d_.socket().c_str(), 1);
+  std::string log = d_.dir() + "/chains.log";
+  pid_t p = spawn_process({CHAIN_POOL_PROGRAM, "hold"}, log);
+  unsetenv("LD_PRELOAD");
+  unsetenv("MEMD_TELEMETRY");
+  unsetenv("MEMD_CHAIN_POOLS");
+  unsetenv("MEMD_SOCKET");
+  std::string client = "client=\"shim_chain_pool_program:" + std::to_string(p) + "\"";
+  auto pool_of = [&](const std::string& text, const std::string& chain) {
+    return value_of(text, "memd_client_chain_pool_info", {client, "chain=\"" + chain + "\""});
+  };
+  std::string text;
+  bool seen = eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_client_chains_total", {client, "outcome=\"pooled\""}) >= 4 &&
+           value_of(text, "memd_client_chains_total", {client, "outcome=\"wrapper\""}) >= 1 &&
+           pool_of(text, "(anonymous namespace)::xnew() < (anonymous namespace)::node_d()") == 1;
+  });
+  kill(p, SIGKILL);
+  wait_exit(p);
+  ASSERT_TRUE(seen) << text << read_file(log);
+  // The lists' own sites, and each caller of the wrapper with a chain one
+  // address longer; the nodes are 40 bytes.
+  EXPECT_EQ(pool_of(text, "(anonymous namespace)::node_a()"), 1) << text;
+  EXPECT_EQ(pool_of(text, "(anonymous namespace)::node_b()"), 1) << text;
+  EXPECT_EQ(pool_of(text, "(anonymous namespace)::xnew() < (anonymous namespace)::node_c()"), 1) << text;
+  EXPECT_EQ(value_of(text, "memd_client_chain_pool_info",
+                     {client, "chain=\"(anonymous namespace)::node_a()\"", "object_bytes=\"40\""}),
+            1);
+  EXPECT_GE(value_of(text, "memd_client_chains_seen_total", {client}), 5);
+  EXPECT_GT(value_of(text, "memd_client_chain_unwinds_total", {client}), 0);
+  EXPECT_EQ(value_of(text, "memd_client_chains_untracked_total", {client}), 0);
+  EXPECT_EQ(sum_of(text, "memd_telemetry_rejected_total", {}), 0) << text;
+  EXPECT_EQ(promtool_check(text), "");
+  // The client's series go with it.
+  ASSERT_TRUE(eventually([&] {
+    text = scrape(address_);
+    return value_of(text, "memd_client_chains_total", {client, "outcome=\"pooled\""}) < 0;
+  })) << text;
+#endif
 }
 
 TEST_F(TelemetryTest, ProfilesOfARegionNameTheProgramsFunctions) {

@@ -17,9 +17,10 @@
                            --shim LIB --prometheus BIN [--python BIN]
       Starts a real memd with its metrics endpoint, real clients (test_client
       holding and churning in regions, a Python program under the malloc
-      shim reporting its process heap, another in the shim's daemon mode),
-      and a real Prometheus scraping memd every second; then evaluates every
-      panel expression (range or instant, as the panel asks) and every
+      shim reporting its process heap and its call-chain pools, another in
+      the shim's daemon mode), and a real Prometheus scraping memd every
+      second; then evaluates every panel expression (range or instant, as
+      the panel asks) and every
       variable query through Prometheus's HTTP API, and fails on any error or
       empty result, naming the dashboard, panel and expression.
 
@@ -786,7 +787,8 @@ def start_clients(procs, args, sock, seconds):
     procs.start("hold", [tc, sock, "dash-hold", "hold", "1", "4000", "200"], env)
     procs.start("churn", [tc, "--file", sock, "dash-churn", "churn", "2", str(int(seconds))], env)
     shim = dict(env, LD_PRELOAD=args.shim, PYTHONMALLOC="malloc")
-    procs.start("process-heap", [args.python, "-c", WORKLOAD, "3", str(seconds)], dict(shim, MEMD_TELEMETRY="1"))
+    procs.start("process-heap", [args.python, "-c", WORKLOAD, "3", str(seconds)],
+                dict(shim, MEMD_TELEMETRY="1", MEMD_CHAIN_POOLS="1"))
     procs.start("daemon-mode", [args.python, "-c", WORKLOAD, "4", str(seconds)],
                 dict(shim, MEMD_REGION="dash-shim-heap", MEMD_REGION_REQUIRED="1"))
     for name in ("hold", "process-heap", "daemon-mode"):

@@ -86,6 +86,13 @@ def telemetry_seeds():
     yield "counters", for_session(0, heaps) + for_session(1, heaps) + for_session(0, heaps)
     yield "samples", for_session(0, samples) + for_session(1, frees) + bytes([0]) + for_session(0, samples)
     yield "forget", for_session(2, samples + heaps) + bytes([4 + 2, 1]) + bytes([2])
+    # Call-chain pools: a symbol, then a pooled chain (outcome 1, pool 3,
+    # 40 bytes, 100 counted, two frames) and a wrapper (outcome 2).
+    chains = message((5, message((1, 4096), (2, "build_list"))),
+                     (11, message((1, 9), (2, 1), (3, 1),
+                                  (8, message((1, 1), (2, 3), (3, 40), (4, 100), (5, b"\x80\x20\x90\x20"))),
+                                  (8, message((1, 2), (3, 40), (5, b"\x80\x20"))))))
+    yield "chains", for_session(0, chains) + for_session(0, chains) + for_session(1, chains)
 
 
 # region_open_fuzzer: flags, length, patches.

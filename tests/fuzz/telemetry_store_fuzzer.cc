@@ -8,6 +8,8 @@
 //   - the bytes it keeps stay within the budgets (per live session, per user
 //     over its live sessions, and per region for samples of ended sessions);
 //   - per-region totals never go down (until the region is removed);
+//   - a client shows at most 32 call-chain pools, each once, with a
+//     bounded label;
 //   - the views built from it (/metrics, ListClients, profiles) build.
 #include <algorithm>
 #include <map>
@@ -71,7 +73,21 @@ void check_promises() {
     }
   }
   state->last_totals = std::move(totals);
-  (void)store.clients();
+  // A client's pools: at most kMaxChainPools, each number once, each
+  // chain's label bounded (these become /metrics series and labels).
+  for (const memd::daemon::ClientTelemetry& c : store.clients()) {
+    if (c.pools.size() > TelemetryStore::kMaxChainPools) fail("a client shows more pools than it can have");
+    uint64_t numbers = 0;
+    for (const memd::daemon::PooledChain& p : c.pools) {
+      if (p.pool < 1 || p.pool > TelemetryStore::kMaxChainPools || (numbers >> p.pool & 1)) {
+        fail("pool number " + std::to_string(p.pool) + " out of range or shown twice");
+      }
+      numbers |= uint64_t{1} << p.pool;
+      if (p.chain.size() > TelemetryStore::kMaxChainFrames * (TelemetryStore::kMaxChainFrameName + 3)) {
+        fail("a chain label of " + std::to_string(p.chain.size()) + " bytes");
+      }
+    }
+  }
   auto live = [](const std::string&, uint64_t offset) { return offset % 3 != 0; };
   (void)store.top_sites(5, live);
   for (const std::string& region : {std::string(memd::daemon::kProcessHeapLabel), std::string("orders")}) {

@@ -8,6 +8,7 @@
 // then walks and checks every list, and frees two of them from another
 // thread (remote frees into the pools' blocks) and the rest itself.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -100,7 +101,9 @@ void* free_two(void* arg) {
 
 }  // namespace
 
-int main() {
+// With "hold": waits to be killed after its checks, its pools decided (for
+// a daemon's view of them).
+int main(int argc, char** argv) {
   List lists[kLists];
   void* junk[64] = {};
   for (int i = 0; i < kNodes; ++i) {
@@ -135,5 +138,9 @@ int main() {
   free_list(lists[0]);
   free_list(lists[2], true);
   std::printf(ok ? "ok\n" : "FAILED\n");
+  if (ok && argc > 1 && std::strcmp(argv[1], "hold") == 0) {
+    std::fflush(stdout);
+    for (;;) pause();
+  }
   return ok ? 0 : 1;
 }
