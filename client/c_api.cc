@@ -56,6 +56,15 @@ void* memd_alloc_near(memd_heap* heap, size_t size, const void* hint, size_t nea
   return cast(heap)->alloc_near(size, hint, near_bytes);
 }
 
+int memd_heap_set_chain_pools(memd_heap* heap, int on) {
+  if (on != 0 && on != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  cast(heap)->set_chain_pools(on != 0);
+  return 0;
+}
+
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags) {
   return cast(heap)->resize(p, size, flags);
 }

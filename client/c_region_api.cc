@@ -202,6 +202,19 @@ void memd_region_free_batch(memd_region* region, void* const* p, size_t n) {
   memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
   r->free_batch(p, n);
 }
+int memd_region_set_chain_pools(memd_region* region, int on) {
+  memd::Region* r = cast(region);
+  if (on != 0 && on != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (r->method() != memd::Method::kBest) {
+    errno = ENOTSUP;
+    return -1;
+  }
+  r->set_chain_pools(on != 0);
+  return 0;
+}
 void* memd_region_resize(memd_region* region, void* p, size_t size) {
   memd::Region* r = cast(region);
   if (!books_kept(r)) return r->resize(p, size);

@@ -1,7 +1,5 @@
 #include "client/heap.h"
 
-#include "region/chain_pools.h"
-
 #include <cerrno>
 #include <cstring>
 #include <new>

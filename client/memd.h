@@ -54,6 +54,12 @@ size_t memd_alloc_batch(memd_heap* heap, size_t n, size_t size, void** out);
 void* memd_alloc_near(memd_heap* heap, size_t size, const void* hint, size_t near_bytes);
 /* memd_free of each of p[0..n); NULL entries are skipped. */
 void memd_free_batch(memd_heap* heap, void* const* p, size_t n);
+/* Call-chain pools for memd_alloc on this heap (the DPA paper; see
+ * docs/heap.md): on 1, the small objects of each busy call chain (the
+ * caller of memd_alloc, lengthened past wrappers) come from blocks of their
+ * own; on 0, off. The process's chain classifier starts with its defaults.
+ * Set it before other threads use the heap. 0, or -1 with errno EINVAL. */
+int memd_heap_set_chain_pools(memd_heap* heap, int on);
 void* memd_resize(memd_heap* heap, void* p, size_t size, unsigned flags);
 int memd_clear(memd_heap* heap);
 int memd_compact(memd_heap* heap);

@@ -97,6 +97,13 @@ size_t memd_region_alloc_batch(memd_region* region, size_t n, size_t size, void*
 void* memd_region_alloc_near(memd_region* region, size_t size, const void* hint, size_t near_bytes);
 /* memd_region_free of each of p[0..n); NULL entries are skipped. */
 void memd_region_free_batch(memd_region* region, void* const* p, size_t n);
+/* Call-chain pools for memd_region_alloc in this process (the DPA paper;
+ * see docs/heap.md): on 1, the small objects of each busy call chain come
+ * from blocks of their own; on 0, off. The chains are this process's; other
+ * processes of the region choose for themselves. Set it before other
+ * threads allocate in the region. 0; -1 with errno EINVAL (on not 0 or 1)
+ * or ENOTSUP (a region of another method than best). */
+int memd_region_set_chain_pools(memd_region* region, int on);
 void* memd_region_resize(memd_region* region, void* p, size_t size);
 uint64_t memd_region_offset(memd_region* region, const void* p);
 void* memd_region_at(memd_region* region, uint64_t offset);

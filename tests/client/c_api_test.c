@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/memd.h"
+#include "tests/support/c_chain_lists.h"
 
 static int failures = 0;
 #define CHECK(cond)                                              \
@@ -15,6 +16,9 @@ static int failures = 0;
       ++failures;                                                \
     }                                                            \
   } while (0)
+
+static void* heap_alloc(void* h, size_t size) { return memd_alloc((memd_heap*)h, size); }
+static void heap_free(void* h, void* p) { memd_free((memd_heap*)h, p); }
 
 int main(void) {
   memd_heap_options options = {0};
@@ -64,6 +68,21 @@ int main(void) {
   CHECK(memd_stat(heap, &st) == 0 && st.busy_objects == 0 && st.pages_in_use == 0);
   CHECK(memd_clear(heap) == 0);
   memd_heap_close(heap);
+
+  /* Call-chain pools: each call site's nodes in blocks of their own on the
+   * heap that has them on, interleaved on one that does not. */
+  memd_heap* pooled = memd_heap_open(NULL);
+  memd_heap* plain = memd_heap_open(NULL);
+  CHECK(pooled != NULL && plain != NULL);
+  if (pooled != NULL && plain != NULL) {
+    CHECK(memd_heap_set_chain_pools(pooled, 2) == -1 && errno == EINVAL);
+    CHECK(memd_heap_set_chain_pools(pooled, 1) == 0);
+    CHECK(chain_lists_adjacency(heap_alloc, heap_free, pooled, 4000) >= 0.9);
+    double off = chain_lists_adjacency(heap_alloc, heap_free, plain, 4000);
+    CHECK(off >= 0 && off <= 0.1);
+  }
+  if (pooled != NULL) memd_heap_close(pooled);
+  if (plain != NULL) memd_heap_close(plain);
 
   CHECK(memd_process_heap() != NULL);
   void* q = memd_alloc(memd_process_heap(), 10);

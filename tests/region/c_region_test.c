@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client/memd_region.h"
+#include "tests/support/c_chain_lists.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                   \
@@ -21,6 +22,9 @@ static int failures = 0;
       ++failures;                                                     \
     }                                                                 \
   } while (0)
+
+static void* region_alloc(void* r, size_t size) { return memd_region_alloc((memd_region*)r, size); }
+static void region_free(void* r, void* p) { memd_region_free((memd_region*)r, p); }
 
 struct list {
   uint64_t head; /* offset of the first node + 1 */
@@ -270,6 +274,17 @@ int main(void) {
       CHECK(q != NULL);
       if (q != NULL) q[8] = 'x';
       CHECK(memd_region_check_objects(own) == 1);
+    }
+    /* Call-chain pools: the best method's alone. */
+    CHECK(memd_region_set_chain_pools(own, 2) == -1 && errno == EINVAL);
+    if (m == MEMD_BEST) {
+      CHECK(memd_region_set_chain_pools(own, 1) == 0);
+      CHECK(chain_lists_adjacency(region_alloc, region_free, own, 4000) >= 0.9);
+      CHECK(memd_region_set_chain_pools(own, 0) == 0);
+      double off = chain_lists_adjacency(region_alloc, region_free, own, 4000);
+      CHECK(off >= 0 && off <= 0.1);
+    } else {
+      CHECK(memd_region_set_chain_pools(own, 1) == -1 && errno == ENOTSUP);
     }
     memd_region_close(own);
   }
