@@ -338,13 +338,20 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
     errno = ENOMEM;
     return {};
   }
-  // Dirty runs cost no page faults, so a dirty run wins a tie; but a clean
-  // run that fits better wins: taking a small block from a long dirty run
-  // (a freed huge object, say) would cut the long runs that big requests need.
+  // Dirty runs cost no page faults, so the best-fitting dirty run wins; a
+  // clean run only where none fits, or where the clean one fits exactly and
+  // the dirty one does not (a hole filled, no long run cut). Best fit over
+  // both (as it was) let small clean runs win over a long dirty one: a
+  // program whose freed blocks had merged into one dirty run faulted in
+  // the pages a purge had just given back, left the dirty pages unused,
+  // and the next purge gave those back in turn (wl_phases).
   PageIndex dirty = bins_find(r, r.header->page_heap.dirty, need);
   PageIndex clean = bins_find(r, r.header->page_heap.clean, need);
   PageIndex run = dirty;
-  if (clean != kNoPage && (dirty == kNoPage || r.block(clean).pages.value < r.block(dirty).pages.value)) run = clean;
+  if (clean != kNoPage &&
+      (dirty == kNoPage || (r.block(clean).pages.value == need.value && r.block(dirty).pages.value != need.value))) {
+    run = clean;
+  }
   if (run == kNoPage) {
     if (!grow(r, source, need)) return {};
     run = bins_find(r, r.header->page_heap.clean, need);

@@ -34,8 +34,8 @@ struct HeapParams {
   // Empty (dirty) pages kept for reuse: max(floor, ratio x pages in use,
   // refaults), where refaults counts discarded pages that had to be handed
   // out again recently (halved every refault_halving_ms), capped at dirty_max_pages
-  // or at the pages in use, whichever is larger: a heap that keeps refaulting
-  // what it gave back learns to keep more.
+  // or at the most pages in use lately (halved likewise), whichever is larger:
+  // a heap that keeps refaulting what it gave back learns to keep more.
   uint32_t dirty_floor_pages = 256;     // 1 MiB
   uint32_t dirty_ratio_percent = 6;
   uint32_t dirty_max_pages = 16384;     // 64 MiB

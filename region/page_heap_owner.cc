@@ -264,17 +264,23 @@ bool PageHeapOwner::resize_huge(PageIndex first, PageCount want, bool* zeroed) {
 uint32_t PageHeapOwner::purge_limit_pages(uint32_t now) {
   const heap::HeapParams& p = region_.header->params;
   heap::PageHeapState& s = region_.header->page_heap;
-  // Forget refaults gradually.
+  // Forget refaults, and the peak of pages in use, gradually.
   uint32_t halvings = (now - refault_decayed_ms_) / std::max(p.refault_halving_ms, 1u);
   if (halvings > 0) {
     s.refault_pages = halvings >= 32 ? 0 : s.refault_pages >> halvings;
+    recent_peak_pages_ = halvings >= 32 ? 0 : recent_peak_pages_ >> halvings;
     refault_decayed_ms_ = now;
   }
+  recent_peak_pages_ = std::max(recent_peak_pages_, s.in_use_pages);
   uint64_t share = uint64_t{s.in_use_pages} * p.dirty_ratio_percent / 100;
   // What refaults teach is capped by the fixed maximum or, for a heap whose
-  // live data is bigger, by that: a program that replaces big buffers keeps
-  // about one generation of them for reuse, never more than it holds live.
-  uint64_t learned = std::min<uint64_t>(s.refault_pages, std::max<uint64_t>(p.dirty_max_pages, s.in_use_pages));
+  // live data is bigger, by the pages it had in use lately: a program that
+  // replaces big buffers keeps about one generation of them for reuse, and
+  // one that works in phases (fill, free everything, fill with another
+  // size) keeps what a phase uses; never more than it held live lately.
+  // (The pages in use now would not do: between two phases they are few.)
+  uint64_t learned =
+      std::min<uint64_t>(s.refault_pages, std::max<uint64_t>(p.dirty_max_pages, recent_peak_pages_));
   return static_cast<uint32_t>(std::max<uint64_t>({p.dirty_floor_pages, share, learned}));
 }
 

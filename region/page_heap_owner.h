@@ -115,6 +115,9 @@ class PageHeapOwner final : public heap::BlockSource {
   uint32_t swept_hint_ = 0;  // abandoned_frees at the last sweep
   uint32_t last_pressure_check_ms_ = 0;
   uint32_t refault_decayed_ms_ = 0;
+  // The most pages in use lately: the high mark of in_use_pages, halved
+  // toward the present with the refaults (purge_limit_pages).
+  uint32_t recent_peak_pages_ = 0;
   bool pressure_ = false;
 };
 

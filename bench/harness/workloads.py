@@ -73,6 +73,7 @@ WORKLOADS = [
     Workload("wl_small_program", False, "40 runs of a short-lived process with ~2.4 MiB of hash maps and strings"),
     Workload("wl_cache_thrash", True, "active false sharing: threads' concurrent 8 B objects written hard"),
     Workload("wl_cache_scratch", True, "passive false sharing: 8 B objects freed by another thread, reused"),
+    Workload("wl_phases", False, "phases of 96 MiB of one size (32 B-1 KiB) each, filled then all freed"),
     RedisServer(),
     PythonObjects(),
     GccCompile(),

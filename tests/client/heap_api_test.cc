@@ -460,6 +460,43 @@ TEST_F(HeapTest, AHeapThatRefaultsBigBuffersLearnsToKeepMoreThanTheFixedMaximum)
   ExpectConsistent();
 }
 
+TEST_F(HeapTest, AProgramThatWorksInPhasesKeepsWhatAPhaseUses) {
+  // Fill 32 MiB with objects of one size, free them all, fill again with
+  // another size: each phase's blocks are emptied, go back to the page
+  // heap, and the next phase takes them for its class. Between two phases
+  // almost nothing is in use, so a cap on what refaults teach taken from
+  // the pages in use now (as it was) kept nothing, and every phase
+  // refaulted the last one's pages; capped by the pages in use lately, the
+  // heap learns to keep one phase's worth.
+  HeapOptions o;
+  o.params.dirty_decay_ms = 1u << 30;
+  o.params.refault_halving_ms = 1u << 30;
+  o.params.dirty_max_pages = 1024;   // 4 MiB: a fixed cap far below a phase
+  o.params.dirty_ratio_percent = 0;  // no share of the live data kept either
+  auto created = Heap::create(o);
+  ASSERT_TRUE(created.ok());
+  Heap& heap = **created;
+  constexpr size_t kPhaseBytes = 32 << 20;
+  const size_t sizes[] = {48, 96, 160, 256};
+  std::vector<void*> objects;
+  auto phase = [&](int i) {
+    size_t size = sizes[i % 4];
+    objects.resize(kPhaseBytes / size);
+    for (void*& p : objects) {
+      p = heap.alloc(size);
+      ASSERT_NE(p, nullptr);
+      *static_cast<char*>(p) = 1;
+    }
+    for (void* p : objects) heap.free(p);
+  };
+  for (int i = 0; i < 4; ++i) phase(i);
+  size_t discarded = heap.stat().pages_discarded_total;
+  EXPECT_GT(discarded, 0u) << "nothing was discarded while the heap learned: the test shows nothing";
+  for (int i = 4; i < 12; ++i) phase(i);
+  EXPECT_EQ(heap.stat().pages_discarded_total, discarded) << "still refaulting every phase";
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, AThreadReusesTheHugeRunItFreedLast) {
   void* p = heap_->alloc(100000);
   heap_->free(p);
