@@ -33,7 +33,12 @@ void memd_heap_close(memd_heap* heap) {
 
 memd_heap* memd_process_heap(void) { return cast(&memd::Heap::process()); }
 
-void* memd_alloc(memd_heap* heap, size_t size) { return cast(heap)->alloc(size); }
+// The program's call site, not this entry point, starts a call chain (the
+// pools' classifier; in a build without tail calls this frame would be one
+// site for every caller).
+void* memd_alloc(memd_heap* heap, size_t size) {
+  return cast(heap)->alloc_as(size, __builtin_return_address(0), __builtin_dwarf_cfa());
+}
 
 void* memd_calloc(memd_heap* heap, size_t count, size_t size) {
   size_t total;

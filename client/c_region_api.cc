@@ -169,8 +169,10 @@ int memd_region_write_profile(memd_region* region, int fd) { return result(cast(
 // caller's return address, not this file's.
 void* memd_region_alloc(memd_region* region, size_t size) {
   memd::Region* r = cast(region);
-  if (!books_kept(r)) return r->alloc(size);
-  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, __builtin_return_address(0)});
+  // The program's call site, not this entry point, starts a call chain (see memd_alloc).
+  const void* caller = __builtin_return_address(0);
+  if (!books_kept(r)) return r->alloc_as(size, caller, __builtin_dwarf_cfa());
+  memd::region::CallSiteScope at(memd::heap::DebugSite{nullptr, 0, caller});
   return r->alloc(size);
 }
 void* memd_region_calloc(memd_region* region, size_t count, size_t size) {

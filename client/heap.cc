@@ -57,9 +57,13 @@ void Heap::set_chain_pools(bool on) noexcept {
 }
 
 void* Heap::alloc_by_chain(size_t size) noexcept {
+  return alloc_as(size, __builtin_return_address(0), __builtin_dwarf_cfa());
+}
+
+void* Heap::alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept {
   heap::ThreadHeap* h = region::thread_heap(handle_);
   if (h == nullptr) return nullptr;
-  uint32_t group = region::chain_pool_for(__builtin_return_address(0), __builtin_dwarf_cfa(), size);
+  uint32_t group = chain_pools_ ? region::chain_pool_for(caller, caller_cfa, size) : 0;
   return group != 0 ? h->alloc_grouped(size, group) : h->alloc(size);
 }
 

@@ -54,6 +54,10 @@ class Heap {
   // chain classifier on with its defaults if it is off (the shim's
   // MEMD_CHAIN_POOLS sets its own). Set it before other threads allocate.
   void set_chain_pools(bool on) noexcept;
+  // alloc for a wrapper's caller: with call-chain pools, the chain starts at
+  // `caller` (the wrapper's return address; `caller_cfa`, the wrapper's
+  // canonical frame address), not at the wrapper (the C API's entry points).
+  void* alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept;
   void* alloc_aligned(size_t size, size_t align) noexcept;  // align: a power of two
   void* alloc_zeroed(size_t size) noexcept;
   // n objects of `size` into out[0..n), faster than n calls of alloc (one

@@ -73,9 +73,16 @@ State state;
 
 __thread bool tl_in_chain_pools __attribute__((tls_model("initial-exec")));
 __thread uint32_t tl_walks __attribute__((tls_model("initial-exec")));  // two-load walks, for the checks
-__thread uint32_t tl_counted __attribute__((tls_model("initial-exec")));  // counting allocations, for the samples
 constexpr uint32_t kCallerSample = 4;
 constexpr uint32_t kCheckEvery = 1024;  // two-load walks per unwind that checks them
+// Which counting allocations look for their caller: one in kCallerSample,
+// drawn at random. Every fourth in turn saw only one caller of a wrapper
+// whose callers take turns (a, b, a, b: always a), and took it for a site.
+__thread uint64_t tl_sample_draw __attribute__((tls_model("initial-exec")));
+bool draw_caller_sample() {
+  tl_sample_draw = tl_sample_draw * 6364136223846793005ull + 1442695040888963407ull;
+  return static_cast<uint32_t>(tl_sample_draw >> 32) % kCallerSample == 0;  // an LCG's high bits
+}
 
 // A count only the report reads: a plain load and store, not an atomic
 // add, on the lengthened chains' path (a racing thread's add may be lost).
@@ -343,7 +350,7 @@ uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size) {
     // allocation in kCallerSample (an unwind costs some ten thousand
     // instructions).
     uintptr_t caller = 0;
-    bool sampled = depth < chain_options.max_depth && (tl_counted++ % kCallerSample == 0 || have > depth);
+    bool sampled = depth < chain_options.max_depth && (have > depth || draw_caller_sample());
     if (sampled) {
       if (have <= depth) unwind();
       caller = have > depth ? pcs[depth] : 0;

@@ -205,6 +205,10 @@ class Region {
   // its fixed one; a last region frees only its most recent object (others
   // wait for clear) and knows only that object's size.
   void* alloc(size_t size) noexcept;
+  // alloc for a wrapper's caller: with call-chain pools, the chain starts at
+  // `caller` (the wrapper's return address; `caller_cfa`, the wrapper's
+  // canonical frame address), not at the wrapper (the C API's entry points).
+  void* alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept;
   void* alloc_aligned(size_t size, size_t align) noexcept;
   void* alloc_zeroed(size_t size) noexcept;
   // A pointer that is not a live object of this region gets a kBadAddress
@@ -458,6 +462,8 @@ class Region {
   // caller_cfa: the canonical frame address of alloc's caller's call (the
   // call-chain pools read the next callers from it).
   __attribute__((noinline)) void* alloc_other(size_t size, const void* caller, const void* caller_cfa) noexcept;
+  // alloc's body, for alloc and alloc_as.
+  void* alloc_with_caller(size_t size, const void* caller, const void* caller_cfa) noexcept;
   __attribute__((noinline, cold)) void* alloc_failed() noexcept;
   void* method_resize(void* p, size_t size, const void* caller) noexcept;
   size_t method_size(const void* p) const;
