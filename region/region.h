@@ -462,8 +462,6 @@ class Region {
   // caller_cfa: the canonical frame address of alloc's caller's call (the
   // call-chain pools read the next callers from it).
   __attribute__((noinline)) void* alloc_other(size_t size, const void* caller, const void* caller_cfa) noexcept;
-  // alloc's body, for alloc and alloc_as.
-  void* alloc_with_caller(size_t size, const void* caller, const void* caller_cfa) noexcept;
   __attribute__((noinline, cold)) void* alloc_failed() noexcept;
   void* method_resize(void* p, size_t size, const void* caller) noexcept;
   size_t method_size(const void* p) const;

@@ -32,8 +32,21 @@ void report_refused_free(const RegionImpl& impl, heap::FreeStatus s, void* p, co
 // that may write, this thread's heap — and leave the rest, with every
 // report, to out-of-line calls: a fast path with no call in it needs no
 // stack frame (the wrapper's register saves cost more than its checks).
-__attribute__((always_inline)) inline void* Region::alloc_with_caller(size_t size, const void* caller,
-                                                                      const void* caller_cfa) noexcept {
+void* Region::alloc(size_t size) noexcept {
+  RegionImpl* impl = impl_.get();
+  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
+  if (__builtin_expect(h != nullptr, 1)) {
+    if (void* p = h->try_alloc_fast(size)) return p;
+    return alloc_from(h, size);
+  }
+  return alloc_other(size, __builtin_return_address(0), __builtin_dwarf_cfa());
+}
+
+// alloc with the caller given. Not a shared inline body: alloc reading its
+// own return address and frame on the slow branch only keeps its fast path
+// frameless, which a helper taking them as arguments did not (GCC set up a
+// frame pointer before the first test).
+void* Region::alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept {
   RegionImpl* impl = impl_.get();
   heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
   if (__builtin_expect(h != nullptr, 1)) {
@@ -41,14 +54,6 @@ __attribute__((always_inline)) inline void* Region::alloc_with_caller(size_t siz
     return alloc_from(h, size);
   }
   return alloc_other(size, caller, caller_cfa);
-}
-
-void* Region::alloc(size_t size) noexcept {
-  return alloc_with_caller(size, __builtin_return_address(0), __builtin_dwarf_cfa());
-}
-
-void* Region::alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept {
-  return alloc_with_caller(size, caller, caller_cfa);
 }
 
 // The heap's own slow path (a new block, a sample, a big size), and the
