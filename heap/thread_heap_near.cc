@@ -14,20 +14,21 @@ namespace memd::heap {
 
 void* ThreadHeap::alloc_near(size_t size, const void* hint, size_t near_bytes) {
   const char* h = static_cast<const char*>(hint);
-  if (h == nullptr || size > medium_max_ || !region_.contains(hint) ||
-      sample_countdown_ - static_cast<int64_t>(size) < 0) {
-    return alloc(size);
-  }
+  if (h == nullptr || size > medium_max_ || !region_.contains(hint)) return alloc(size);
+  // Charged once, here: the countdown's end makes a sample (placed where
+  // samples go) or not, and a hint is honoured either way -- whether it is
+  // must not hang on where an unseen countdown happens to end.
+  if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0 && sample_due(size)) return alloc_sample(size, 0, nullptr);
+  uint32_t cls = SizeClasses::class_of(size);
   uint64_t desc = page_descs_[(h - data_) >> kPageShift].load(std::memory_order_acquire);
   PageDesc d = PageDesc::unpack(desc);
-  uint32_t cls = SizeClasses::class_of(size);
-  if (d.kind != PageKind::kSegregated || d.cls != cls) return alloc(size);
+  if (d.kind != PageKind::kSegregated || d.cls != cls) return alloc_segregated(cls);
   BlockDesc& b = blocks_[d.block];
   // A block of another thread, or one in the empty cache (whose count the
   // cache keeps), is not ours to take from.
   if (owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ || (b.flags & (kBlockCached | kBlockFull)) ||
       b.used == 0) {
-    return alloc(size);
+    return alloc_segregated(cls);
   }
   char* base = data_ + (Offset{d.block} << kPageShift);
   ClassList& cl = class_list(cls);
@@ -47,8 +48,7 @@ void* ThreadHeap::alloc_near(size_t size, const void* hint, size_t near_bytes) {
   } else if (p == nullptr && near_bytes >= b.end && b.free_head != 0) {
     p = block_pop_free(b, base, b.free_head);
   }
-  if (p == nullptr) return alloc(size);
-  sample_countdown_ -= static_cast<int64_t>(size);
+  if (p == nullptr) return alloc_segregated(cls);
   count_one(cl.counts.allocs);
   return p;
 }
