@@ -36,11 +36,18 @@ struct HeapParams {
   // out again recently (halved every refault_halving_ms), capped at dirty_max_pages
   // or at the most pages in use lately (halved likewise), whichever is larger:
   // a heap that keeps refaulting what it gave back learns to keep more.
+  // Refaults are remembered as long as a free page is kept (the decay): a
+  // steady program whose free pages churn through D pages refaults about
+  // D x ln 2 / refault_halving_ms pages per ms once it has learned, since
+  // what it learned halves away meanwhile -- at 250 ms that was a sawtooth
+  // of purges and refaults (wl_phases: 1.9x glibc's page faults, 1.3x at
+  // 1000 ms). Keeping more dirty pages for longer costs no idle memory: a
+  // run older than the decay is discarded whatever the limit.
   uint32_t dirty_floor_pages = 256;     // 1 MiB
   uint32_t dirty_ratio_percent = 6;
   uint32_t dirty_max_pages = 16384;     // 64 MiB
   uint32_t dirty_decay_ms = 1000;       // empty pages older than this are discarded
-  uint32_t refault_halving_ms = 250;    // how fast refaults are forgotten
+  uint32_t refault_halving_ms = 1000;   // how fast refaults are forgotten
   uint32_t empty_blocks_per_class = 1;  // empty blocks a thread heap keeps per class
 };
 
