@@ -10,7 +10,7 @@ namespace memd::heap {
 
 // One slot per segregated size class (heap/size_class.h asserts that this
 // is kMaxSegregatedClasses).
-inline constexpr uint32_t kCounterClassSlots = 89;
+inline constexpr uint32_t kCounterClassSlots = 93;
 
 struct CounterSnapshot {
   struct Class {

@@ -32,9 +32,14 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   blocks_ = kNoPage;
   secret_ = secret;
   block_bytes_ = block_pages * static_cast<uint32_t>(kPageSize);
-  // The smallest large object is one granule above the largest medium one.
-  min_chunk_ = round_up(r.header->params.medium_max + 8, kChunkAlign) + sizeof(ChunkHeader);
-  max_binned_ = round_up(large_max, kChunkAlign) + sizeof(ChunkHeader);
+  // The smallest large object is one granule above the largest medium one;
+  // with none, any piece worth keeping (kNoLargeMinChunkObject).
+  const HeapParams& p = r.header->params;
+  uint32_t smallest = p.large_max > p.medium_max ? p.medium_max + 8 : kNoLargeMinChunkObject;
+  min_chunk_ = round_up(smallest, kChunkAlign) + sizeof(ChunkHeader);
+  // Exact bins up to the largest large object (with no large sizes, up to
+  // the table's end; bigger chunks share the last bin).
+  max_binned_ = round_up(std::min(large_max, kLargeMaxLimit), kChunkAlign) + sizeof(ChunkHeader);
   std::fill(std::begin(head_), std::end(head_), kNoOffset);
   std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
   summary_ = 0;

@@ -72,6 +72,10 @@ enum class LargeFreeResult { kFreed, kBlockEmpty, kInvalid, kDoubleFree };
 
 // The largest large_max the free-list table covers (exact bins of 16 bytes).
 inline constexpr uint32_t kLargeMaxLimit = 32768;
+// With no large sizes (large_max == medium_max), large blocks hold only
+// sampled objects and page-aligned ones, of any size up to medium_max: the
+// smallest piece of a chunk worth splitting off then holds this much.
+inline constexpr uint32_t kNoLargeMinChunkObject = 1024;
 
 class LargeHeap {
  public:

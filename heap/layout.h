@@ -314,7 +314,7 @@ struct RegionHeader {
   uint64_t preferred_base;    // where the creator mapped it; others try the same
   uint64_t secret;            // random, for double-free tags
   uint16_t class_sizes[kMaxClassTable];  // object size of each class below kMaxClassTable
-  HeapParams params;
+  HeapParams params;  // its last field filled what was padding: the header's length stayed
   // --- lifecycle (page-heap owner) ---
   std::atomic<uint64_t> generation;   // owner opens since creation
   std::atomic<uint32_t> clean_close;  // 1 once the last owner closed; 0 while one is open
@@ -327,6 +327,9 @@ struct RegionHeader {
   std::atomic<uint32_t> abandoned_frees;  // remote frees into ownerless blocks (a hint to sweep)
   PageHeapState page_heap;
 };
+// A field added to HeapParams takes what was padding before `generation`;
+// one more would move every field after it.
+static_assert(offsetof(RegionHeader, params) + sizeof(HeapParams) == offsetof(RegionHeader, generation));
 
 // Byte sizes of the parts of a region holding `max_pages` data pages.
 struct RegionGeometry {

@@ -12,9 +12,9 @@
 
 namespace memd::heap {
 
-// Smallest chunk: past large_max of every valid parameter set, so a chunk is
-// always a huge run and starts on its run's first page.
-inline constexpr size_t kMinMethodChunk = size_t{64} << 10;
+// Smallest chunk: past medium_max and large_max of every valid parameter
+// set, so a chunk is always a huge run and starts on its run's first page.
+inline constexpr size_t kMinMethodChunk = size_t{128} << 10;
 
 class ChunkSource {
  public:

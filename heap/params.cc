@@ -3,9 +3,13 @@
 #include <algorithm>
 
 #include "heap/large_heap.h"
+#include "heap/method_chunks.h"
 #include "heap/size_class.h"
 
 namespace memd::heap {
+
+static_assert(kMinMethodChunk > kMaxMediumMax && kMinMethodChunk > kLargeMaxLimit,
+              "a method's chunk is a huge run under every valid parameter set");
 
 bool params_valid(const HeapParams& p) {
   return p.small_max % kGranule == 0 && p.medium_max % kGranule == 0 && p.small_max >= kMinObject &&
@@ -13,13 +17,21 @@ bool params_valid(const HeapParams& p) {
          // a mid-size block of at most kMaxMidBlockPages must hold kMinObjectsPerMidBlock
          p.medium_max <= kMaxMidBlockPages * kPageSize / kMinObjectsPerMidBlock &&
          SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
-         p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit && p.small_block_pages >= 1 &&
+         // large objects above medium_max, or none
+         (p.medium_max == p.large_max || (p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit)) &&
+         p.small_block_pages >= 1 &&
          p.medium_block_pages >= 1 && p.small_block_pages <= kMaxBlockPages &&
          p.medium_block_pages <= kMaxBlockPages && p.large_block_pages <= kMaxBlockPages &&
          p.small_max <= p.small_block_pages * kPageSize &&
          p.small_max <= kLinearMax && p.medium_block_pages <= kMaxMidBlockPages &&
          std::min(p.medium_max, kLinearMax) <= p.medium_block_pages * kPageSize &&
-         uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max <= uint64_t{p.large_block_pages} * kPageSize &&
+         // a large block holds its largest object with room to align it (with
+         // no large sizes: a page-aligned medium one, see alloc_unsampled)
+         (p.medium_max == p.large_max
+              ? uint64_t{p.medium_max} + 2 * sizeof(ChunkHeader) + kPageSize + kNoLargeMinChunkObject
+              : uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max) <=
+             uint64_t{p.large_block_pages} * kPageSize &&
+         (p.mid_block_objects == 0 || (p.mid_block_objects >= kMinObjectsPerMidBlock && p.mid_block_objects <= 64)) &&
          static_cast<uint32_t>(p.discard_mode) <= static_cast<uint32_t>(DiscardMode::kNever);
 }
 

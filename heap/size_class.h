@@ -1,9 +1,9 @@
 // Size classes. Up to 512 bytes they are 8 bytes apart as in Vam, so a class
 // index is the object size in 8-byte units and the mapping from a request is
 // one shift. Above, up to kMaxMediumMax, four classes per doubling (640, 768,
-// 896, 1024, 1280, ...): segregated blocks serve mid sizes at the cost of
-// small-object allocation, and no request wastes more than a quarter of its
-// object. The smallest object is 16 bytes: every free object then holds its
+// 896, 1024, 1280, ..., 65536): segregated blocks serve mid sizes at the cost
+// of small-object allocation, and no request wastes more than a quarter of
+// its object. The smallest object is 16 bytes: every free object then holds its
 // free-list link and a double-free tag (see block.h), and 16-byte requests
 // stay 16-byte aligned.
 #pragma once
@@ -19,19 +19,27 @@ namespace memd::heap {
 inline constexpr uint32_t kGranule = 8;
 inline constexpr uint32_t kMinObject = 16;
 inline constexpr uint32_t kLinearMax = 512;        // largest class of the 8-byte spaced ones
-inline constexpr uint32_t kMaxMediumMax = 32768;   // largest segregated class there can be
+inline constexpr uint32_t kMaxMediumMax = 65536;   // largest segregated class there can be
 inline constexpr uint32_t kLinearClasses = kLinearMax / kGranule + 1;  // indices 0..64
-// 4 per doubling from 512 to 32768.
-inline constexpr uint32_t kMaxSegregatedClasses = kLinearClasses + 4 * 6;
-// A mid-size block holds at least this many objects, so that a block change
-// (a slow path) comes at most once per this many allocations,
+// 4 per doubling from 512 to 65536.
+inline constexpr uint32_t kMaxSegregatedClasses = kLinearClasses + 4 * 7;
+// A mid-size block holds HeapParams::mid_block_objects objects (8 by
+// default) where kMaxMidBlockPages allow, so that a block change (a slow
+// path: a list move, often a page-heap call) comes at most once per that
+// many allocations. With 4, objects of 16-64 KiB freed at random moved
+// their blocks between the full and available lists at nearly every free,
+// and cost 2x mimalloc's pair; never fewer than this many (params_valid
+// keeps medium_max within it; regions made before the field hold 0: 4),
 inline constexpr uint32_t kMinObjectsPerMidBlock = 4;
-// and spans at most this many pages: no more than a large block (20), so
-// that blocks of classes a process uses little neither hold much memory nor
-// split the free space of a shared region more than large blocks did (with
-// 64-page blocks, clients of a 256 MiB region a third full found no 2 MiB
-// run free).
-inline constexpr uint32_t kMaxMidBlockPages = 16;
+inline uint32_t mid_block_objects(const HeapParams& p) {
+  return p.mid_block_objects == 0 ? kMinObjectsPerMidBlock : p.mid_block_objects;
+}
+// and a block spans at most this many pages (256 KiB, the size of 4 objects
+// of the largest class): blocks of a class a process uses little hold at
+// most that much address space, and since a block is filled by bumping, no
+// more memory than its objects touched. (mimalloc's pages for these sizes
+// are 512 KiB.)
+inline constexpr uint32_t kMaxMidBlockPages = 64;
 
 enum class SizeKind : uint8_t { kSegregated, kLarge, kHuge };
 

@@ -29,8 +29,8 @@ constexpr Option kOptions[] = {
     {"MEMD_DIRTY_MAX_MB", "64", "... or up to this much when discarded memory keeps being refaulted"},
     {"MEMD_DIRTY_DECAY_MS", "1000", "empty pages unused this long are discarded"},
     {"MEMD_SMALL_MAX", "120", "largest small object (1-page blocks)"},
-    {"MEMD_MEDIUM_MAX", "16384", "largest medium (segregated, headerless) object; a class size"},
-    {"MEMD_LARGE_MAX", "32768", "largest large object (best fit in shared blocks); above: page runs"},
+    {"MEMD_MEDIUM_MAX", "65536", "largest medium (segregated, headerless) object; a class size"},
+    {"MEMD_LARGE_MAX", "65536", "largest large object (best fit in shared blocks; up to 32768, or MEMD_MEDIUM_MAX: none); above: page runs"},
     {"MEMD_LARGE_BLOCK_PAGES", "20", "pages per large-object block (at most 2048)"},
     {"MEMD_PREFAULT", "0", "1: populate fresh blocks and big runs (of the heap and of regions) in one call instead of a fault per page"},
     {"MEMD_THP", "0", "1: transparent huge pages for the process heap (fewer faults and TLB misses, RSS in 2 MiB steps)"},
@@ -126,8 +126,9 @@ ArenaOptions process_arena_options() {
   // with the defaults it would otherwise have had.
   if (!heap::params_valid(o.params)) {
     warn("memd: MEMD_SMALL_MAX/MEDIUM_MAX/LARGE_MAX/LARGE_BLOCK_PAGES out of range "
-         "(small up to 512 bytes, medium a class size up to 32768, large objects up to 32768 bytes, "
-         "blocks up to 2048 pages, boundaries in order); using the defaults\n");
+         "(small up to 512 bytes, medium a class size up to 65536, large objects up to 32768 bytes "
+         "or MEMD_LARGE_MAX equal to MEDIUM_MAX for none, blocks up to 2048 pages, boundaries in order); "
+         "using the defaults\n");
     heap::HeapParams defaults;
     o.params.small_max = defaults.small_max;
     o.params.medium_max = defaults.medium_max;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "heap_fixture.h"
+#include "tests/support/large_range.h"
 #include "region/diag.h"
 #include "heap/sampling.h"
 
@@ -159,11 +160,32 @@ TEST_F(HeapTest, ResizeKeepsContentsAndHonoursFlags) {
 }
 
 TEST_F(HeapTest, LargeObjectsGrowInPlaceIntoFreeSpace) {
+  heap_ = std::move(Heap::create(HeapOptions{.params = testing::params_with_large_range()}).value());
   void* a = heap_->alloc(17000);
   EXPECT_EQ(heap_->resize(a, 30000), a);  // the rest of its large block is free
   EXPECT_GE(heap_->size(a), 30000u);
   EXPECT_EQ(heap_->resize(a, 20000), a);  // shrinks in place
   heap_->free(a);
+  ExpectConsistent();
+}
+
+// With the default boundaries, objects up to 64 KiB are of classes: a
+// resize within the class stays, past it the object moves with its bytes.
+TEST_F(HeapTest, ObjectsUpToSixtyFourKiBStayInTheirClassAndMoveWhenTheyOutgrowIt) {
+  auto* a = static_cast<unsigned char*>(heap_->alloc(50000));
+  EXPECT_EQ(heap_->size(a), 57344u);
+  std::memset(a, 7, 50000);
+  EXPECT_EQ(heap_->resize(a, 57344), a);
+  auto* b = static_cast<unsigned char*>(heap_->resize(a, 65536));
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(heap_->size(b), 65536u);
+  for (int i = 0; i < 50000; ++i) ASSERT_EQ(b[i], 7) << i;
+  auto* c = static_cast<unsigned char*>(heap_->resize(b, 65537));  // past the classes: a run of pages
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(heap_->size(c), 65537u);
+  for (int i = 0; i < 50000; ++i) ASSERT_EQ(c[i], 7) << i;
+  heap_->free(c);
   ExpectConsistent();
 }
 
@@ -186,7 +208,7 @@ TEST_F(HeapTest, HugeObjectsGrowInPlaceWhenThePagesAfterAreFree) {
   heap_->free(b);
   heap_->compact();  // b's run back in the page heap, not kept for this thread
   EXPECT_EQ(heap_->resize(a, 250000), a);
-  EXPECT_EQ(heap_->resize(a, 60000), a);
+  EXPECT_EQ(heap_->resize(a, 80000), a);
   heap_->free(a);
   ExpectConsistent();
 }

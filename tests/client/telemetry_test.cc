@@ -16,6 +16,7 @@
 #include "client/telemetry/sampler.h"
 #include "heap/sampling.h"
 #include "heap/size_class.h"
+#include "tests/support/large_range.h"
 
 namespace memd {
 namespace {
@@ -64,6 +65,8 @@ uint64_t total_frees(const heap::CounterSnapshot& c) {
 }
 
 TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
+  // A heap with large sizes (16-32 KiB), so that every kind is counted.
+  heap_ = std::move(Heap::create(HeapOptions{.params = testing::params_with_large_range()}).value());
   std::vector<void*> small, large, huge;
   for (int i = 0; i < 1000; ++i) small.push_back(heap_->alloc(24));
   for (int i = 0; i < 300; ++i) small.push_back(heap_->alloc(100));  // class 104
@@ -91,6 +94,21 @@ TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
   EXPECT_EQ(c.huge.frees, 3u);
   EXPECT_EQ(c.huge.freed_bytes, c.huge.alloc_bytes);
   EXPECT_EQ(c.samples, 0u);  // sampling is off
+}
+
+// With the default boundaries, 16-64 KiB objects are of size classes.
+TEST_F(TelemetryTest, ObjectsUpToSixtyFourKiBAreCountedInTheirClasses) {
+  std::vector<void*> v;
+  for (int i = 0; i < 50; ++i) v.push_back(heap_->alloc(20000));
+  for (int i = 0; i < 40; ++i) v.push_back(heap_->alloc(65536));
+  heap::CounterSnapshot c = heap_->counters();
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(20480)].allocs, 50u);
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(65536)].allocs, 40u);
+  EXPECT_EQ(c.large.allocs + c.huge.allocs, 0u);
+  for (void* p : v) heap_->free(p);
+  c = heap_->counters();
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(20000)].frees, 50u);
+  EXPECT_EQ(c.classes[heap::SizeClasses::class_of(65536)].frees, 40u);
 }
 
 TEST_F(TelemetryTest, CountersAreCumulativeAcrossThreadsThatComeAndGo) {
@@ -355,6 +373,7 @@ TEST_F(TelemetryTest, SamplesWhoseEventsAreDroppedAreStillCountedInTheirClass) {
 }
 
 TEST_F(TelemetryTest, BigObjectsResizedInPlaceKeepLiveBytesExact) {
+  heap_ = std::move(Heap::create(HeapOptions{.params = testing::params_with_large_range()}).value());
   for (uint64_t period : {uint64_t{0}, uint64_t{1}}) {  // unsampled, then every one sampled
     SCOPED_TRACE(period);
     enable_sampling(period);

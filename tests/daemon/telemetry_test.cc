@@ -67,7 +67,9 @@ TEST_F(TelemetryTest, ClientsShowUpInMetricsAndTotalsOutliveThem) {
   EXPECT_GT(value_of(text, "memd_client_leased_blocks", {client, "region=\"tm\""}), 0);
   EXPECT_GT(value_of(text, "memd_client_samples_total", {client}), 0);
   EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"16\""}), 0);
-  EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"large\""}), 0);
+  // The churn's 2-32 KiB objects: size classes up to 64 KiB (no size is large by default).
+  EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"32768\""}), 0);
+  EXPECT_GT(value_of(text, "memd_size_class_allocations_total", {"region=\"tm\"", "size_class=\"huge\""}), 0);
   EXPECT_GT(value_of(text, "memd_region_in_blocks_bytes", {"region=\"tm\""}), 0);
   EXPECT_GT(value_of(text, "memd_region_resident_bytes", {"region=\"tm\""}), 0);
   EXPECT_GE(value_of(text, "memd_region_fragmentation_ratio", {"region=\"tm\""}), 0);

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     while (std::chrono::steady_clock::now() < until) {
       for (int k = 0; k < 1000; ++k) {
         if (live.size() < (huge_only ? 48 : 2000) && (live.empty() || rng() % 2 == 0)) {
-          // Small, large (one in 64) and huge (one in 256: runs of pages
+          // Small, mid-size (one in 64) and huge (one in 256: runs of pages
           // leased one by one, up to 2.5 MiB).
           size_t size = 8 + rng() % 600;
           if (rng() % 64 == 0) size = 2000 + rng() % 30000;

@@ -40,6 +40,7 @@ class LargeHeapTest : public ::testing::Test {
     // 497 bytes up, the whole range it can be given.
     HeapParams params;
     params.medium_max = 496;
+    params.large_max = 32768;
     ASSERT_TRUE(region_format(source_, params, 16, 0x5eed));
     r_ = Region::attach(source_.base());
     heap_.init(r_, 32768, 20, 0x5eed);

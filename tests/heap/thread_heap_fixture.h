@@ -24,6 +24,10 @@ class ThreadHeapFixture : public ::testing::Test {
     ASSERT_TRUE(source_.reserve(size_t{256} << 20));
     HeapParams params;
     params.discard_mode = DiscardMode::kNever;
+    // With a large range (16-32 KiB), as the defaults had before classes
+    // reached 64 KiB: tests here take the large path with sizes in it.
+    params.medium_max = 16384;
+    params.large_max = 32768;
     ASSERT_TRUE(region_format(source_, params, 16, 0xfeed));
     pages_.init(&source_, Region::attach(source_.base()));
     ASSERT_TRUE(pool_.init(r(), &pages_.classes(), &pages_, kProcessHolder));

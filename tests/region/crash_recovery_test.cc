@@ -32,6 +32,7 @@
 #include "heap/crash_point.h"
 #include "client/telemetry/sampler.h"
 #include "region_test_util.h"
+#include "tests/support/large_range.h"
 
 namespace memd {
 namespace {
@@ -272,7 +273,10 @@ TEST_P(CollectCrashTest, RemoteFreesTakenByTheDeadOwnerAreNotLost) {
   TempDir dir;
   std::string path = dir.file("collect.region");
   {
-    auto r = Region::create(path, testing::small_options(Discipline::kFile, size_t{64} << 20));
+    RegionOptions o = testing::small_options(Discipline::kFile, size_t{64} << 20);
+    // A crash in the large path needs a heap that has large sizes.
+    if (std::strncmp(GetParam().point, "large.", 6) == 0) o.params = testing::params_with_large_range();
+    auto r = Region::create(path, o);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_NE((*r)->find_or_construct<Journal>("journal"), nullptr);
   }

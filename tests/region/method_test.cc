@@ -143,7 +143,7 @@ TEST_P(MethodTest, PoolClearFreesEverythingAndTheNextAllocationPicksANewSize) {
   for (int i = 0; i < 5000; ++i) ASSERT_NE(r->alloc(100), nullptr);
   size_t huge = r->stat().huge_objects;
   uint64_t chunks = r->method_stats().chunks;
-  EXPECT_EQ(chunks, 9u) << "580 objects of 112 bytes in each 64 KiB chunk";
+  EXPECT_EQ(chunks, 5u) << "1,165 objects of 112 bytes in each 128 KiB chunk";
   ASSERT_TRUE(r->clear().ok());
   MethodStats s = r->method_stats();
   EXPECT_EQ(s.object_size, 0u);

@@ -15,7 +15,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--program", required=True)
     args = ap.parse_args()
-    env = dict(os.environ, LD_PRELOAD=args.lib, MEMD_LARGE_MAX="65536", MEMD_LARGE_BLOCK_PAGES="40")
+    env = dict(os.environ, LD_PRELOAD=args.lib, MEMD_LARGE_MAX="49152", MEMD_LARGE_BLOCK_PAGES="40")
     run = subprocess.run([args.program], env=env, capture_output=True, text=True, timeout=60)
     lines = [l for l in run.stderr.splitlines() if l.startswith("memd:")]
     failures = []
