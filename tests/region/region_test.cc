@@ -168,6 +168,47 @@ TEST_P(RegionTest, CloseAndReopenKeepsObjectsAndRoots) {
   EXPECT_TRUE(region.check().ok()) << region.check();
 }
 
+// A region made before HeapParams::mid_block_objects existed holds 0 there
+// (the header's padding): its mid-size blocks were cut for 4 objects, and a
+// reopen keeps every one of them and goes on cutting blocks the same way.
+TEST_P(RegionTest, ARegionOfFourObjectBlocksReopensWhole) {
+  std::string n = name("four");
+  RegionOptions o = small_options(GetParam());
+  o.params.medium_max = 16384;  // the boundaries regions had then
+  o.params.large_max = 32768;
+  o.params.mid_block_objects = 0;
+  std::vector<uint64_t> offsets;
+  {
+    auto r = Region::create(n, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto* table = (*r)->find_or_construct<Table>("table");
+    ASSERT_NE(table, nullptr);
+    for (int i = 0; i < 1000; ++i) {
+      size_t size = 600 + (i * 997) % 15000;
+      auto* p = static_cast<char*>((*r)->alloc(size));
+      ASSERT_NE(p, nullptr);
+      std::memset(p, i & 0xff, size);
+      table->at[i] = (*r)->offset_of(p);
+    }
+  }
+  auto r = Region::open(n, GetParam());
+  ASSERT_TRUE(r.ok()) << r.status();
+  Region& region = **r;
+  auto* table = region.find<Table>("table");
+  ASSERT_NE(table, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    size_t size = 600 + (i * 997) % 15000;
+    auto* p = static_cast<char*>(region.at(table->at[i]));
+    ASSERT_GE(region.size(p), size) << i;
+    for (size_t j = 0; j < size; ++j) ASSERT_EQ(static_cast<unsigned char>(p[j]), i & 0xff) << i;
+  }
+  EXPECT_TRUE(region.check().ok()) << region.check();
+  EXPECT_EQ(region.stat().busy_objects, 1001u);
+  for (int i = 0; i < 1000; i += 2) region.free(region.at(table->at[i]));
+  for (int i = 0; i < 500; ++i) ASSERT_NE(region.alloc(5000), nullptr);
+  EXPECT_TRUE(region.check().ok()) << region.check();
+}
+
 TEST_P(RegionTest, OnlyOneOwner) {
   std::string n = name("owner");
   auto r = Region::create(n, small_options(GetParam()));
