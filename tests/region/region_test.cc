@@ -130,42 +130,52 @@ struct Table {
   uint64_t at[1000];
 };
 
-TEST_P(RegionTest, CloseAndReopenKeepsObjectsAndRoots) {
-  std::string n = name("reopen");
-  uint64_t gen = 0;
-  std::vector<uint64_t> offsets;
-  {
-    auto r = Region::create(n, small_options(GetParam()));
-    ASSERT_TRUE(r.ok()) << r.status();
-    auto* table = (*r)->find_or_construct<Table>("table");
-    ASSERT_NE(table, nullptr);
-    for (int i = 0; i < 1000; ++i) {
-      size_t size = 16 + (i * 37) % 3000;
-      auto* p = static_cast<char*>((*r)->alloc(size));
-      ASSERT_NE(p, nullptr);
-      std::memset(p, i & 0xff, size);
-      table->at[i] = (*r)->offset_of(p);
-    }
-    gen = (*r)->generation();
+// Fills a "table" root with 1000 objects of size_of(i) bytes, each of byte i.
+template <typename SizeOf>
+void fill_table(Region& r, SizeOf size_of) {
+  auto* table = r.find_or_construct<Table>("table");
+  ASSERT_NE(table, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    auto* p = static_cast<char*>(r.alloc(size_of(i)));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, i & 0xff, size_of(i));
+    table->at[i] = r.offset_of(p);
   }
-  auto r = Region::open(n, GetParam());
-  ASSERT_TRUE(r.ok()) << r.status();
-  Region& region = **r;
-  EXPECT_EQ(region.generation(), gen + 1);
+}
+
+// After a reopen: every object of fill_table whole, the region consistent;
+// then half of them freed and `more` objects of `size` allocated.
+template <typename SizeOf>
+void expect_table_and_go_on(Region& region, SizeOf size_of, int more, size_t size) {
   auto* table = region.find<Table>("table");
   ASSERT_NE(table, nullptr);
   for (int i = 0; i < 1000; ++i) {
-    size_t size = 16 + (i * 37) % 3000;
     auto* p = static_cast<char*>(region.at(table->at[i]));
-    ASSERT_GE(region.size(p), size) << i;
-    for (size_t j = 0; j < size; ++j) ASSERT_EQ(static_cast<unsigned char>(p[j]), i & 0xff) << i;
+    ASSERT_GE(region.size(p), size_of(i)) << i;
+    for (size_t j = 0; j < size_of(i); ++j) ASSERT_EQ(static_cast<unsigned char>(p[j]), i & 0xff) << i;
   }
   EXPECT_TRUE(region.check().ok()) << region.check();
   EXPECT_EQ(region.stat().busy_objects, 1001u);
   // The reopened heap allocates and frees as before (adopting the old blocks).
   for (int i = 0; i < 1000; i += 2) region.free(region.at(table->at[i]));
-  for (int i = 0; i < 3000; ++i) ASSERT_NE(region.alloc(64), nullptr);
+  for (int i = 0; i < more; ++i) ASSERT_NE(region.alloc(size), nullptr);
   EXPECT_TRUE(region.check().ok()) << region.check();
+}
+
+TEST_P(RegionTest, CloseAndReopenKeepsObjectsAndRoots) {
+  std::string n = name("reopen");
+  auto size_of = [](int i) { return size_t(16 + (i * 37) % 3000); };
+  uint64_t gen = 0;
+  {
+    auto r = Region::create(n, small_options(GetParam()));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_NO_FATAL_FAILURE(fill_table(**r, size_of));
+    gen = (*r)->generation();
+  }
+  auto r = Region::open(n, GetParam());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->generation(), gen + 1);
+  expect_table_and_go_on(**r, size_of, 3000, 64);
 }
 
 // A region made before HeapParams::mid_block_objects existed holds 0 there
@@ -173,40 +183,19 @@ TEST_P(RegionTest, CloseAndReopenKeepsObjectsAndRoots) {
 // reopen keeps every one of them and goes on cutting blocks the same way.
 TEST_P(RegionTest, ARegionOfFourObjectBlocksReopensWhole) {
   std::string n = name("four");
+  auto size_of = [](int i) { return size_t(600 + (i * 997) % 15000); };
   RegionOptions o = small_options(GetParam());
   o.params.medium_max = 16384;  // the boundaries regions had then
   o.params.large_max = 32768;
   o.params.mid_block_objects = 0;
-  std::vector<uint64_t> offsets;
   {
     auto r = Region::create(n, o);
     ASSERT_TRUE(r.ok()) << r.status();
-    auto* table = (*r)->find_or_construct<Table>("table");
-    ASSERT_NE(table, nullptr);
-    for (int i = 0; i < 1000; ++i) {
-      size_t size = 600 + (i * 997) % 15000;
-      auto* p = static_cast<char*>((*r)->alloc(size));
-      ASSERT_NE(p, nullptr);
-      std::memset(p, i & 0xff, size);
-      table->at[i] = (*r)->offset_of(p);
-    }
+    ASSERT_NO_FATAL_FAILURE(fill_table(**r, size_of));
   }
   auto r = Region::open(n, GetParam());
   ASSERT_TRUE(r.ok()) << r.status();
-  Region& region = **r;
-  auto* table = region.find<Table>("table");
-  ASSERT_NE(table, nullptr);
-  for (int i = 0; i < 1000; ++i) {
-    size_t size = 600 + (i * 997) % 15000;
-    auto* p = static_cast<char*>(region.at(table->at[i]));
-    ASSERT_GE(region.size(p), size) << i;
-    for (size_t j = 0; j < size; ++j) ASSERT_EQ(static_cast<unsigned char>(p[j]), i & 0xff) << i;
-  }
-  EXPECT_TRUE(region.check().ok()) << region.check();
-  EXPECT_EQ(region.stat().busy_objects, 1001u);
-  for (int i = 0; i < 1000; i += 2) region.free(region.at(table->at[i]));
-  for (int i = 0; i < 500; ++i) ASSERT_NE(region.alloc(5000), nullptr);
-  EXPECT_TRUE(region.check().ok()) << region.check();
+  expect_table_and_go_on(**r, size_of, 500, 5000);
 }
 
 TEST_P(RegionTest, OnlyOneOwner) {
