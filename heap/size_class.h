@@ -26,10 +26,12 @@ inline constexpr uint32_t kMaxSegregatedClasses = kLinearClasses + 4 * 7;
 // A mid-size block holds HeapParams::mid_block_objects objects (8 by
 // default) where kMaxMidBlockPages allow, so that a block change (a slow
 // path: a list move, often a page-heap call) comes at most once per that
-// many allocations. With 4, objects of 16-64 KiB freed at random moved
-// their blocks between the full and available lists at nearly every free,
-// and cost 2x mimalloc's pair; never fewer than this many (params_valid
-// keeps medium_max within it; regions made before the field hold 0: 4),
+// many allocations. With 4, objects freed at random emptied and refilled
+// blocks at nearly every call (a daemon client churning 1-32 KiB objects
+// leased or released a block every 47,710 allocations; with 8, every
+// 1,250,000: bench/results/daemon-2026-11-29-8.md); never fewer than this
+// many (params_valid keeps medium_max within it; regions made before the
+// field hold 0: 4),
 inline constexpr uint32_t kMinObjectsPerMidBlock = 4;
 inline uint32_t mid_block_objects(const HeapParams& p) {
   return p.mid_block_objects == 0 ? kMinObjectsPerMidBlock : p.mid_block_objects;
