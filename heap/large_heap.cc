@@ -35,7 +35,7 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   // The smallest large object is one granule above the largest medium one;
   // with none, any piece worth keeping (kNoLargeMinChunkObject).
   const HeapParams& p = r.header->params;
-  uint32_t smallest = p.large_max > p.medium_max ? p.medium_max + 8 : kNoLargeMinChunkObject;
+  uint32_t smallest = has_large_sizes(p) ? p.medium_max + 8 : kNoLargeMinChunkObject;
   min_chunk_ = round_up(smallest, kChunkAlign) + sizeof(ChunkHeader);
   // Exact bins up to the largest large object (with no large sizes, up to
   // the table's end; bigger chunks share the last bin).

@@ -18,7 +18,7 @@ bool params_valid(const HeapParams& p) {
          p.medium_max <= kMaxMidBlockPages * kPageSize / kMinObjectsPerMidBlock &&
          SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
          // large objects above medium_max, or none
-         (p.medium_max == p.large_max || (p.medium_max < p.large_max && p.large_max <= kLargeMaxLimit)) &&
+         (p.medium_max == p.large_max || (has_large_sizes(p) && p.large_max <= kLargeMaxLimit)) &&
          p.small_block_pages >= 1 &&
          p.medium_block_pages >= 1 && p.small_block_pages <= kMaxBlockPages &&
          p.medium_block_pages <= kMaxBlockPages && p.large_block_pages <= kMaxBlockPages &&
@@ -27,11 +27,10 @@ bool params_valid(const HeapParams& p) {
          std::min(p.medium_max, kLinearMax) <= p.medium_block_pages * kPageSize &&
          // a large block holds its largest object with room to align it (with
          // no large sizes: a page-aligned medium one, see alloc_unsampled)
-         (p.medium_max == p.large_max
-              ? uint64_t{p.medium_max} + 2 * sizeof(ChunkHeader) + kPageSize + kNoLargeMinChunkObject
-              : uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max) <=
+         (has_large_sizes(p) ? uint64_t{p.large_max} + 2 * sizeof(ChunkHeader) + p.medium_max
+                             : uint64_t{p.medium_max} + 2 * sizeof(ChunkHeader) + kPageSize + kNoLargeMinChunkObject) <=
              uint64_t{p.large_block_pages} * kPageSize &&
-         (p.mid_block_objects == 0 || (p.mid_block_objects >= kMinObjectsPerMidBlock && p.mid_block_objects <= 64)) &&
+         (p.mid_block_objects == 0 || (p.mid_block_objects >= kMinObjectsPerMidBlock && p.mid_block_objects <= kMaxMidBlockObjects)) &&
          static_cast<uint32_t>(p.discard_mode) <= static_cast<uint32_t>(DiscardMode::kNever);
 }
 

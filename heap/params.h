@@ -64,6 +64,13 @@ struct HeapParams {
   uint32_t mid_block_objects = 8;
 };
 
+// Whether a heap has large sizes (medium_max < size <= large_max); with
+// large_max == medium_max it has none.
+inline bool has_large_sizes(const HeapParams& p) { return p.large_max > p.medium_max; }
+
+// The most objects a mid-size block may be asked to hold (mid_block_objects).
+inline constexpr uint32_t kMaxMidBlockObjects = 64;
+
 // The longest block (segregated or large) a heap may use: 8 MiB. Bounded by
 // the links of a block's remote list (RemoteList in layout.h).
 inline constexpr uint32_t kMaxBlockPages = 2048;
