@@ -273,6 +273,7 @@ void* ThreadHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
     // A run this thread freed, of this size or a little more: no lock, no
     // descriptor writes, no faults.
     run = huge_cache_take(pages, align_pages);
+    if (run == kNoPage) huge_cache_release_stale();
   }
   if (run != kNoPage) {
     region_.block(run).owner_word.store(0, std::memory_order_relaxed);
@@ -293,6 +294,7 @@ void* ThreadHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
 
 void ThreadHeap::huge_cache_note_alloc(PageCount pages) {
   HugeCache& c = huge_cache_;
+  ++c.clock;
   c.window_pages += pages.value;
   if (++c.window_allocs < kHugeDemandWindow) return;
   c.demand_pages = c.window_pages;
@@ -312,10 +314,28 @@ PageIndex ThreadHeap::huge_cache_take(PageCount pages, PageCount align_pages) {
   }
   if (best == c.count) return kNoPage;
   PageIndex run = c.runs[best];
-  for (uint32_t i = best + 1; i < c.count; ++i) c.runs[i - 1] = c.runs[i];
+  for (uint32_t i = best + 1; i < c.count; ++i) {
+    c.runs[i - 1] = c.runs[i];
+    c.kept_at[i - 1] = c.kept_at[i];
+  }
   --c.count;
   c.pages -= best_pages;
   return run;
+}
+
+void ThreadHeap::huge_cache_release_stale() {
+  HugeCache& c = huge_cache_;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < c.count; ++i) {
+    if (c.clock - c.kept_at[i] > kHugeCacheMaxAge) {
+      c.pages -= region_.block(c.runs[i]).pages.value;
+      source_->release_huge(c.runs[i]);
+    } else {
+      c.runs[kept] = c.runs[i];
+      c.kept_at[kept++] = c.kept_at[i];
+    }
+  }
+  c.count = kept;
 }
 
 void ThreadHeap::huge_cache_put(PageIndex run) {
@@ -329,8 +349,12 @@ void ThreadHeap::huge_cache_put(PageIndex run) {
     held -= region_.block(c.runs[drop]).pages.value;
     source_->release_huge(c.runs[drop++]);
   }
-  for (uint32_t i = drop; i < c.count; ++i) c.runs[i - drop] = c.runs[i];
+  for (uint32_t i = drop; i < c.count; ++i) {
+    c.runs[i - drop] = c.runs[i];
+    c.kept_at[i - drop] = c.kept_at[i];
+  }
   c.count -= drop;
+  c.kept_at[c.count] = c.clock;
   c.runs[c.count++] = run;
   c.pages = held + pages;
 }

@@ -558,6 +558,39 @@ TEST_F(HeapTest, AThreadKeepsAsManyFreedHugeRunsAsItRecentlyAllocated) {
   ExpectConsistent();
 }
 
+TEST_F(HeapTest, AKeptHugeRunThatRequestsOfOtherSizesPassByGoesBackToThePageHeap) {
+  // Growing buffers: each request is bigger than every run kept, so a kept
+  // run serves none of them. It survives the first miss after its free (it
+  // might have been the next request's), and goes back at the second. (All
+  // three sizes are ones a thread keeps: at most 256 pages.)
+  void* p = heap_->alloc(50 * 4096);
+  heap_->free(p);
+  uint64_t in_use = heap_->stat().pages_in_use;  // the kept run counts as in use
+  void* a = heap_->alloc(100 * 4096);
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use + 100) << "the run freed just before was given back";
+  void* b = heap_->alloc(150 * 4096);
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use + 100 + 150 - 50) << "the passed-by run is still kept";
+  heap_->free(a);
+  heap_->free(b);
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AHugeRunFreedJustBeforeAMissIsStillThereForTheNextRequest) {
+  // free(old); alloc(other size); alloc(old size): the pattern of two
+  // buffers replaced in turn. The miss between must not give the run back.
+  void* p = heap_->alloc(100 * 4096);
+  heap_->free(p);
+  void* other = heap_->alloc(200 * 4096);
+  EXPECT_EQ(heap_->alloc(100 * 4096), p);
+  heap_->free(p);
+  heap_->free(other);
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, AKeptHugeRunServesASomewhatSmallerRequestButNotAMuchSmallerOne) {
   char* p = static_cast<char*>(heap_->alloc(100 * 4096));
   std::memset(p, 7, 100 * 4096);
