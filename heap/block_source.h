@@ -45,6 +45,12 @@ class BlockSource {
   // process keeps aside split the free space the others need for big runs
   // (clients of a 256 MiB region a third full failed 2 MiB requests).
   virtual uint32_t huge_runs_kept() const { return 8; }
+  // Whether a thread heap may keep empty blocks aside and give one another
+  // class of the same block length in place, rewriting its page descriptors
+  // itself (the lookaside, ThreadHeap::park_block). Only where the
+  // descriptors are this process's alone: no other process leases from the
+  // same pages and no recovery reads them.
+  virtual bool parks_empty_blocks() const { return false; }
 };
 
 }  // namespace memd::heap

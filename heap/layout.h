@@ -78,6 +78,9 @@ inline constexpr uint8_t kBlockCached = 4;     // empty, kept in the owner's cac
 // A huge run holding an allocation sample (heap/sampling.h); written by the
 // thread that allocates the run and by the one that frees it.
 inline constexpr uint8_t kBlockSampled = 8;
+// Empty, on no list: kept in the owner's lookaside for the next class whose
+// blocks have its length (ThreadHeap::park_block). Private memory only.
+inline constexpr uint8_t kBlockParked = 16;
 
 // A block's list of remotely freed objects, packed into one 64-bit word so
 // that a push changes head, tail and count in one CAS and the owner takes all

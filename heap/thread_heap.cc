@@ -41,6 +41,8 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   huge_cache_ = HugeCache{};
   huge_cache_slots_ = std::clamp<uint32_t>(source->huge_runs_kept(), 1, kHugeCacheSlots);
   huge_cache_allowed_ = true;
+  parked_ = ParkedBlocks{};
+  parking_allowed_ = source->parks_empty_blocks();
   secret_ = r.header->secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
@@ -166,7 +168,9 @@ void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
       refresh_cur(cl);
       continue;
     }
-    AcquiredBlock got = source_->acquire(PageKind::kSegregated, static_cast<uint16_t>(cls), id_);
+    PageIndex parked = unpark_block(PageCount{info.block_pages}, static_cast<uint16_t>(cls));
+    AcquiredBlock got = parked != kNoPage ? AcquiredBlock{parked, false, false}
+                                          : source_->acquire(PageKind::kSegregated, static_cast<uint16_t>(cls), id_);
     if (got.first == kNoPage) return nullptr;
     BlockDesc& b = region_.block(got.first);
     if (got.adopted) {
@@ -487,7 +491,7 @@ void ThreadHeap::after_local_free(BlockDesc& b) {
 }
 
 void ThreadHeap::handle_empty(ClassList& cl, BlockDesc& b) {
-  if (&b == cl.cur || (b.flags & kBlockCached)) return;
+  if (&b == cl.cur || (b.flags & (kBlockCached | kBlockParked))) return;
   // A call-chain group keeps no empty block but its current one: there may
   // be many groups, each with few blocks.
   if (b.chain_group == 0 && cl.empty_kept < empty_blocks_per_class_) {
@@ -495,6 +499,7 @@ void ThreadHeap::handle_empty(ClassList& cl, BlockDesc& b) {
     ++cl.empty_kept;
     return;
   }
+  if (park_block(cl, b)) return;
   // A notification for this block is in flight: decide when it arrives.
   if (!try_disown(b, id_)) return;
   PageIndex p = region_.index_of(b);
@@ -637,6 +642,9 @@ void ThreadHeap::handle_pending_block(PageIndex p) {
     if (large_.collect_remote(p)) handle_empty_large(p);
     return;
   }
+  // Only a stale free reaches a parked block (nothing in it was live): its
+  // remote list is dropped when the block is formatted for reuse.
+  if (b.flags & kBlockParked) return;
   char* base = region_.page_address(p);
   if (block_collect_remote(b, base) == 0) {
     if (b.used == 0) handle_empty(list_of(b), b);
@@ -784,6 +792,7 @@ void ThreadHeap::release_empty() {
   flush_remote_frees();
   release_huge_cache();
   take_pending();
+  release_all_parked(false);
   for_each_class_list([this](ClassList& cl) {
     for (PageIndex p = cl.avail.head; p != kNoPage;) {
       BlockDesc& b = region_.block(p);
@@ -859,6 +868,7 @@ void ThreadHeap::abandon_all() {
     cl.cur = &empty_block;
     cl.empty_kept = 0;
   });
+  release_all_parked(true);
   chain_groups_ready_ = 0;
   // The large heap is torn down whole. Merge its quick cache while the bins
   // are still good, then forget the bins: blocks released below may be

@@ -126,6 +126,10 @@ class ThreadHeap {
   // special: a group's blocks are this heap's, found by their descriptors.
   static constexpr uint32_t kMaxChainGroups = 32;
   static constexpr uint32_t kChainGroupMaxSize = 256;
+  // The lookaside of empty blocks (ParkedBlocks, below) holds at most this
+  // many blocks and pages.
+  static constexpr uint32_t kParkedSlots = 8;
+  static constexpr uint32_t kParkedMaxPages = 64;  // 256 KiB
   // Inline: a pop from the group's current block (its free list, else its
   // bump space); the rest in alloc_grouped_slow.
   __attribute__((always_inline)) inline void* alloc_grouped(size_t size, uint32_t group) {
@@ -463,6 +467,36 @@ class ThreadHeap {
   void retire_block(PageIndex p, bool empty);
   void release_huge_cache();
 
+  // The lookaside of empty blocks (the user-mode page allocator's page
+  // cache): empty segregated blocks past the one each class keeps, still
+  // this heap's and on no list, handed to the next class whose blocks have
+  // the same length and reclassed in place -- no lock, no page-heap search
+  // or coalescing, no system call. Only where the source allows it
+  // (BlockSource::parks_empty_blocks: private memory).
+  // At a miss, a block parked more than this many block requests ago goes
+  // back to the page heap: its length is not what the thread asks for now.
+  static constexpr uint32_t kParkedMaxAge = 8;
+  struct ParkedBlocks {
+    PageIndex blocks[kParkedSlots];
+    uint32_t parked_at[kParkedSlots];  // `clock` when each was parked
+    uint32_t count = 0;
+    uint32_t pages = 0;
+    uint32_t clock = 0;  // blocks this heap has asked for
+  };
+  // Takes the empty block b off its list into the lookaside (the oldest
+  // parked go back to make room). False, with nothing changed, where the
+  // lookaside is off or a notification for b is in flight.
+  bool park_block(ClassList& cl, BlockDesc& b);
+  // A parked block of `pages` pages, its descriptors naming class `cls`
+  // (the caller formats it); kNoPage if none, the stale ones given back.
+  PageIndex unpark_block(PageCount pages, uint16_t cls);
+  // Gives parked block i back to the page heap, unless a notification for
+  // it is in flight. Returns whether it did.
+  bool release_parked(uint32_t i);
+  // Gives back every parked block (compaction; `closing`: at exit, waiting
+  // out notifications in flight).
+  void release_all_parked(bool closing);
+
   // calloc of a reused huge run at least this big zeroes it by discarding
   // its pages (BlockSource::zero_huge) rather than writing zeros: below it,
   // writing costs less than a system call and the faults that follow.
@@ -529,6 +563,8 @@ class ThreadHeap {
   uint32_t empty_blocks_per_class_ = 1;
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
   HugeCache huge_cache_;
+  ParkedBlocks parked_;
+  bool parking_allowed_ = false;  // the source's parks_empty_blocks
   uint32_t huge_cache_slots_ = kHugeCacheSlots;  // the source's huge_runs_kept
   bool huge_cache_allowed_ = true;
   bool remote_batching_ = false;  // kept by init: the heap's host decides once

@@ -50,6 +50,8 @@ class PageHeapOwner final : public heap::BlockSource {
   uint64_t pages_moved() const { return pages_moved_.load(std::memory_order_relaxed); }
   // A shared region (its clients lease from the same free pages) keeps one.
   uint32_t huge_runs_kept() const override { return source_->commits_on_use() ? 1 : 8; }
+  // Anonymous memory: private to this process, and never recovered.
+  bool parks_empty_blocks() const override { return !source_->commits_on_use(); }
 
   // Discards every dirty free page now, then (with `trim_tail`) gives the
   // free tail back (page_heap_trim: a shared object shrinks). Vmalloc's

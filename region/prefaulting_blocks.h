@@ -40,6 +40,7 @@ class PrefaultingBlocks final : public heap::BlockSource {
     return inner_->move_huge(from, to, pages);
   }
   uint32_t huge_runs_kept() const override { return inner_->huge_runs_kept(); }
+  bool parks_empty_blocks() const override { return inner_->parks_empty_blocks(); }
 
   // Pages populated so far; whether the kernel can (MADV_POPULATE_WRITE is
   // Linux 5.14: an older kernel turns prefaulting off at the first call).

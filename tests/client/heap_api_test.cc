@@ -558,6 +558,63 @@ TEST_F(HeapTest, AThreadKeepsAsManyFreedHugeRunsAsItRecentlyAllocated) {
   ExpectConsistent();
 }
 
+// Objects of 64-120 B live in blocks of one page each: a block a size
+// emptied serves any other of these sizes.
+uintptr_t page_of(const void* p) { return reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095}; }
+
+TEST_F(HeapTest, EmptyBlocksOfOneSizeServeAnotherSizeOfTheSameBlockLengthWithoutNewPages) {
+  std::vector<void*> first;
+  for (int i = 0; i < 10 * 64; ++i) first.push_back(heap_->alloc(64));  // ten blocks of 64 objects
+  std::set<uintptr_t> emptied;
+  for (void* p : first) emptied.insert(page_of(p));
+  for (void* p : first) heap_->free(p);
+  uint64_t in_use = heap_->stat().pages_in_use;
+  // Seven blocks' worth of 72-byte objects (56 to a block): from the blocks
+  // the 64-byte size emptied, not from the page heap.
+  std::vector<void*> second;
+  for (int i = 0; i < 7 * 56; ++i) {
+    char* p = static_cast<char*>(heap_->alloc(72));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5a, 72);
+    second.push_back(p);
+  }
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use) << "the second size took new pages";
+  size_t from_emptied = 0;
+  for (void* p : second) from_emptied += emptied.count(page_of(p));
+  EXPECT_EQ(from_emptied, second.size());
+  for (void* p : second) {
+    EXPECT_EQ(heap_->size(p), 72u);
+    heap_->free(p);
+  }
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u) << "kept empty blocks outlived the compaction";
+  ExpectConsistent();
+}
+
+TEST_F(HeapTest, AFreeIntoABlockKeptEmptyIsADoubleFreeAndTheBlockServesAnotherSizeIntact) {
+  std::vector<void*> first;
+  for (int i = 0; i < 10 * 64; ++i) first.push_back(heap_->alloc(64));
+  for (void* p : first) heap_->free(p);
+  unsigned long errors = region::error_count();
+  for (int i = 0; i < 10 * 64; i += 64) heap_->free(first[i]);  // once more: one per block
+  EXPECT_EQ(region::error_count(), errors + 10);
+  std::vector<std::pair<char*, unsigned char>> second;
+  for (int i = 0; i < 10 * 64; ++i) {
+    char* p = static_cast<char*>(heap_->alloc(96));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, i & 0xff, 96);
+    second.push_back({p, static_cast<unsigned char>(i & 0xff)});
+  }
+  std::set<char*> distinct;
+  for (auto& [p, v] : second) {
+    EXPECT_TRUE(distinct.insert(p).second) << "one object handed out twice";
+    EXPECT_EQ(static_cast<unsigned char>(p[0]), v);
+    EXPECT_EQ(static_cast<unsigned char>(p[95]), v);
+  }
+  for (auto& [p, v] : second) heap_->free(p);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, AKeptHugeRunThatRequestsOfOtherSizesPassByGoesBackToThePageHeap) {
   // Growing buffers: each request is bigger than every run kept, so a kept
   // run serves none of them. It survives the first miss after its free (it

@@ -59,14 +59,21 @@ bool intact(const Shadow& s, size_t filled, size_t upto) {
 // to 16 KiB), large (to 32 KiB); the rest are huge, half of them of a few
 // sizes close together (what a thread's huge-run cache reuses), half spread
 // to 1 MiB.
+// With phase_ops, every request is small and comes from one 8-byte class
+// of 64-120 B (one-page blocks) that changes every phase_ops operations: a
+// size's blocks empty while the next size asks for blocks of the same
+// length, which the thread's lookaside of empty blocks hands over.
 struct SizeMix {
   int small, medium, mid, large;
+  long phase_ops = 0;
 };
 constexpr SizeMix kMixed{600, 150, 150, 50};
 constexpr SizeMix kLargeHeavy{100, 50, 50, 750};
 constexpr SizeMix kHugeHeavy{100, 50, 50, 50};
+constexpr SizeMix kSmallPhases{1000, 0, 0, 0, 2000};
 
-size_t random_size(std::mt19937_64& rng, const SizeMix& mix) {
+size_t random_size(std::mt19937_64& rng, const SizeMix& mix, long op) {
+  if (mix.phase_ops > 0) return 57 + 8 * static_cast<size_t>((op / mix.phase_ops) % 8) + rng() % 8;
   uint64_t r = rng() % 1000;
   if (r < uint64_t(mix.small)) return rng() % 129;
   if (r < uint64_t(mix.small + mix.medium)) return 128 + rng() % 385;
@@ -113,7 +120,7 @@ void run_stress(const SizeMix& mix, long ops, HeapStats* after = nullptr) {
     for (long op = generation * kOps / kGenerations; op < (generation + 1) * kOps / kGenerations; ++op) {
       uint64_t r = rng() % 100;
       if (r < 45 || live.empty()) {
-        Shadow s{nullptr, random_size(rng, mix), next_id.fetch_add(1)};
+        Shadow s{nullptr, random_size(rng, mix, op), next_id.fetch_add(1)};
         size_t align = rng() % 20 == 0 ? size_t{1} << (3 + rng() % 10) : 0;
         bool zero = align == 0 && rng() % 10 == 0;
         s.p = static_cast<unsigned char*>(align ? heap.alloc_aligned(s.size, align)
@@ -136,7 +143,7 @@ void run_stress(const SizeMix& mix, long ops, HeapStats* after = nullptr) {
       } else if (r < 90) {
         size_t i = rng() % live.size();
         Shadow& s = live[i];
-        size_t new_size = std::max<size_t>(1, random_size(rng, mix));  // resize(p, 0) frees
+        size_t new_size = std::max<size_t>(1, random_size(rng, mix, op));  // resize(p, 0) frees
         if (!intact(s, s.size, s.size)) fail("pattern broken before resize", s);
         auto* q = static_cast<unsigned char*>(heap.resize(s.p, new_size));
         if (q == nullptr) { fail("resize failed", s); continue; }
@@ -208,6 +215,13 @@ TEST(ShadowStress, RandomOperationsAcrossThreadsKeepEveryObjectIntact) {
 // the other threads go on allocating from pages the exiting one gives back.
 TEST(ShadowStress, LargeObjectsAcrossThreadExitsStayIntact) {
   run_stress(kLargeHeavy, ops_per_thread() / 4);
+}
+
+// Small objects in phases of one size each (see SizeMix): empty blocks of
+// one size go to the next through the thread's lookaside, while other
+// threads still free objects into them and threads exit with blocks kept.
+TEST(ShadowStress, SmallSizesInPhasesReuseEachOthersEmptyBlocks) {
+  run_stress(kSmallPhases, ops_per_thread() / 2);
 }
 
 // Mostly huge runs, freed by whichever thread holds them: each lands in the
