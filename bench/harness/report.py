@@ -155,7 +155,8 @@ def _micro_tables(doc, allocators):
     shown = [a for a in shown if not per[a].get("error")]
     with_vs = "memd" in shown and "mimalloc" in shown
     ns_of = lambda a, key: per.get(a, {}).get("ns", {}).get(key)
-    for bench, title in (("BM_pair", "malloc then free at once"), ("BM_batch", "batch: 512 mallocs, then 512 frees")):
+    for bench, title in (("BM_pair", "malloc then free at once"), ("BM_batch", "batch: 512 mallocs, then 512 frees"),
+                         ("BM_size_cycle", "sizes in turn: a batch of each of 8 sizes from the size up, 8 B apart")):
         sizes = sorted({int(k.split("/")[1]) for a in shown for k in per[a]["ns"] if k.startswith(bench + "/")})
         rows = []
         for size in sizes:

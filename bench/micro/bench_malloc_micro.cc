@@ -35,16 +35,21 @@ void BM_pair(benchmark::State& state) {
   state.counters["pairs_per_iter"] = 1;
 }
 
+// kBatch objects of `size` allocated (each first byte written), then freed.
+void batch_of(size_t size, char* (&ptrs)[kBatch]) {
+  for (auto& p : ptrs) {
+    p = static_cast<char*>(std::malloc(size));
+    benchmark::DoNotOptimize(p);
+    p[0] = 1;
+  }
+  for (auto* p : ptrs) std::free(p);
+}
+
 void BM_batch(benchmark::State& state) {
   const auto size = static_cast<size_t>(state.range(0));
   char* ptrs[kBatch];
   for (auto _ : state) {
-    for (auto& p : ptrs) {
-      p = static_cast<char*>(std::malloc(size));
-      benchmark::DoNotOptimize(p);
-      p[0] = 1;
-    }
-    for (auto* p : ptrs) std::free(p);
+    batch_of(size, ptrs);
     benchmark::ClobberMemory();
   }
   state.counters["pairs_per_iter"] = kBatch;
@@ -55,15 +60,7 @@ void BM_size_cycle(benchmark::State& state) {
   const auto first = static_cast<size_t>(state.range(0));
   char* ptrs[kBatch];
   for (auto _ : state) {
-    for (int k = 0; k < kSizes; ++k) {
-      size_t size = first + 8 * static_cast<size_t>(k);
-      for (auto& p : ptrs) {
-        p = static_cast<char*>(std::malloc(size));
-        benchmark::DoNotOptimize(p);
-        p[0] = 1;
-      }
-      for (auto* p : ptrs) std::free(p);
-    }
+    for (int k = 0; k < kSizes; ++k) batch_of(first + 8 * static_cast<size_t>(k), ptrs);
     benchmark::ClobberMemory();
   }
   state.counters["pairs_per_iter"] = kBatch * kSizes;
