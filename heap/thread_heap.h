@@ -12,7 +12,9 @@
 //         alloc_refill(cls)                           [out of line]
 //         take_pending()                              remote frees others told us of
 //         collect cur's remote list; else cur -> full list; next available
-//         source.acquire()                            adopt, else a fresh block
+//         unpark_block() / source.acquire()           an empty block of ours of the same
+//                                                     length (the lookaside), else adopt,
+//                                                     else a fresh block
 //     size <= large_max: large_.alloc()               best fit in large blocks
 //     else: a run this thread freed of a similar size, else source.acquire_huge()
 //
@@ -21,7 +23,8 @@
 //       page descriptor of p -> kind, class, block    [one load]
 //       ours, block stays on its list: block_push_local
 //     free_slow(p)                                    [out of line]
-//       block was full / becomes empty -> after_local_free
+//       block was full / becomes empty -> after_local_free (an empty block: kept
+//         for its class, else parked in the lookaside, else released)
 //       another owner's block: free_remote (claim, gathered per block)  [lock-free]
 //       large: free_big (the owner's unsampled chunk: quick cache)
 //       huge: free_huge_object (a run up to 1 MiB: this thread's huge cache)
