@@ -476,16 +476,25 @@ class ThreadHeap {
   // the same length and reclassed in place -- no lock, no page-heap search
   // or coalescing, no system call. Only where the source allows it
   // (BlockSource::parks_empty_blocks: private memory).
-  // At a miss, a block parked more than this many block requests ago goes
-  // back to the page heap: its length is not what the thread asks for now.
-  static constexpr uint32_t kParkedMaxAge = 8;
   struct ParkedBlocks {
     PageIndex blocks[kParkedSlots];
     uint32_t parked_at[kParkedSlots];  // `clock` when each was parked
     uint32_t count = 0;
     uint32_t pages = 0;
     uint32_t clock = 0;  // blocks this heap has asked for
+    // Takes entry i, of `block_pages` pages, out; the later ones move up.
+    void remove(uint32_t i, uint32_t block_pages) {
+      for (uint32_t j = i + 1; j < count; ++j) {
+        blocks[j - 1] = blocks[j];
+        parked_at[j - 1] = parked_at[j];
+      }
+      --count;
+      pages -= block_pages;
+    }
   };
+  // At a miss, a block parked more than this many block requests ago goes
+  // back to the page heap: its length is not what the thread asks for now.
+  static constexpr uint32_t kParkedMaxAge = 8;
   // Takes the empty block b off its list into the lookaside (the oldest
   // parked go back to make room). False, with nothing changed, where the
   // lookaside is off or a notification for b is in flight.

@@ -47,12 +47,7 @@ PageIndex ThreadHeap::unpark_block(PageCount pages, uint16_t cls) {
     PageIndex p = k.blocks[i];
     BlockDesc& b = region_.block(p);
     if (b.pages != pages) continue;
-    for (uint32_t j = i + 1; j < k.count; ++j) {
-      k.blocks[j - 1] = k.blocks[j];
-      k.parked_at[j - 1] = k.parked_at[j];
-    }
-    --k.count;
-    k.pages -= pages.value;
+    k.remove(i, pages.value);
     b.flags = static_cast<uint8_t>(b.flags & ~kBlockParked);
     if (b.cls != cls) {
       // As the page heap marks a run in use: every page but the first, then
@@ -76,12 +71,7 @@ bool ThreadHeap::release_parked(uint32_t i) {
   PageIndex p = k.blocks[i];
   BlockDesc& b = region_.block(p);
   if (!try_disown(b, id_)) return false;
-  for (uint32_t j = i + 1; j < k.count; ++j) {
-    k.blocks[j - 1] = k.blocks[j];
-    k.parked_at[j - 1] = k.parked_at[j];
-  }
-  --k.count;
-  k.pages -= b.pages.value;
+  k.remove(i, b.pages.value);
   b.flags = static_cast<uint8_t>(b.flags & ~kBlockParked);
   source_->release(p);
   return true;
