@@ -6,6 +6,7 @@
 #include "client/grpc_lease_channel.h"
 #include "region/lease_service.h"
 #include "region/options.h"
+#include "region/socket_paths.h"
 #include "proto/wire_enums.h"
 
 namespace memd {

@@ -77,7 +77,7 @@ class DaemonConnection;
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> connect(const ClientOptions& options = {});
-  // $MEMD_SOCKET, else the daemon's default (region/options.h
+  // $MEMD_SOCKET, else the daemon's default (region/socket_paths.h
   // client_socket_path(): the user's socket, else the system daemon's)
   // (the daemon's defaults).
   static std::string default_socket();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "region/options.h"
+#include "region/socket_paths.h"
 
 namespace memd::daemon {
 namespace {

@@ -15,7 +15,7 @@ namespace memd::daemon {
 
 struct DaemonConfig {
   // Where clients connect: $MEMD_SOCKET, else the default both memd and
-  // libmemd compute (region/options.h daemon_socket_path(): never relative).
+  // libmemd compute (region/socket_paths.h daemon_socket_path(): never relative).
   std::string socket_path;
   uint32_t socket_mode = 0666;  // who may connect; regions have their own modes
   // Region files and the catalog: $MEMD_DATA_DIR, else ./run/data.

@@ -1,7 +1,6 @@
 #include "heap/sampling.h"
 
 #include <array>
-#include <cmath>
 
 namespace memd::heap {
 
@@ -58,9 +57,41 @@ uint64_t xorshift(uint64_t* rng) {
 // Uniform in [0, 1).
 double uniform(uint64_t* rng) { return static_cast<double>(xorshift(rng) >> 11) * 0x1.0p-53; }
 
+}  // namespace
+
+// 1 - e^-x without libm (the malloc shim links no libm: a C program under
+// it would load libm for this one call). Below 1/2 the series of 1 - e^-x,
+// exact where 1 - exp(-x) would cancel; above, e^-x = 2^-n e^-r with
+// r = x - n ln 2 in [0, ln 2), e^-r by its series. 25 terms leave every
+// remainder below 2^-60 relative.
+double internal::one_minus_exp_neg(double x) {
+  if (!(x > 0)) return 0;  // also NaN
+  auto series = [](double y) {  // 1 - e^-y: the sum over k >= 1 of -(-y)^k / k!
+    double term = y, sum = y;
+    for (int k = 2; k <= 25; ++k) {
+      term *= -y / k;
+      sum += term;
+    }
+    return sum;
+  };
+  if (x < 0.5) return series(x);
+  if (x > 700) return 1;  // e^-x below 2^-1000
+  constexpr double kLn2 = 0.6931471805599453094;
+  int n = static_cast<int>(x / kLn2);
+  double r = x - n * kLn2;
+  double e_minus_r = 1 - series(r);
+  double scale = 1;
+  for (double half = 0.5; n > 0; n >>= 1, half *= half) {
+    if (n & 1) scale *= half;
+  }
+  return 1 - e_minus_r * scale;
+}
+
+namespace {
+
 // The chance that a countdown with this mean runs out within `size` bytes.
 double runs_out_within(uint64_t size, uint64_t mean) {
-  return -std::expm1(-static_cast<double>(size) / static_cast<double>(mean));
+  return internal::one_minus_exp_neg(static_cast<double>(size) / static_cast<double>(mean));
 }
 
 inline int64_t draw_countdown(uint64_t mean, uint64_t* rng) {

@@ -63,6 +63,8 @@ extern std::atomic<uint64_t> sampling_period;
 // -ln(v / 2^53) in Q32 fixed point, for v in [1, 2^53]: the exponential
 // draw behind next_sample_countdown.
 uint64_t minus_ln_q32(uint64_t v);
+// 1 - e^-x for x >= 0 (0 for anything else), without libm.
+double one_minus_exp_neg(double x);
 }  // namespace internal
 
 inline const SamplingHooks* sampling_hooks() { return internal::sampling_hooks.load(std::memory_order_acquire); }

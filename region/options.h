@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include "region/arena.h"
@@ -49,18 +48,6 @@ uint64_t roots_lock_timeout_ms();
 // it takes, in its own heap and in every region it allocates in.
 bool prefault_enabled();
 
-// Where memd listens unless told otherwise, decided here once for the
-// daemon and libmemd alike, and never relative to the working directory (a
-// program started anywhere finds the daemon): $MEMD_SOCKET, else the user's
-// own socket, $XDG_RUNTIME_DIR/memd/memd.sock (if that is an absolute
-// path), else /run/memd/memd.sock for root, else /tmp/memd-<uid>/memd.sock
-// (memd refuses that directory if another user made it first). Allocates:
-// not for the shim's malloc path.
-std::string daemon_socket_path();
-// Where libmemd looks: daemon_socket_path(), unless $MEMD_SOCKET is unset,
-// no socket is there, and the system daemon's is (kSystemSocket): then that.
-std::string client_socket_path();
-inline constexpr char kSystemSocket[] = "/run/memd/memd.sock";
 
 // For the shim's daemon link, a second copy of this code loaded by a shim
 // that has parsed (and reported) the settings already: parse, say nothing.

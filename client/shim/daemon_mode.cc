@@ -1,9 +1,11 @@
 #include "client/shim/daemon_mode.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +50,22 @@ void child_after_fork() {
   // the child as if it were the child's own copy of memory.
   if (heap_storage.fork_child() != 0) say("fork: cannot make the region private in the child; ", "its writes to inherited objects reach the parent", "");
 }
+
+// The loader gives a library loaded by dlopen (the link, and what it
+// brings: the C++ runtime, gRPC) its thread-local storage in each thread
+// at the thread's first use, with malloc. Made now, while private, the
+// main thread's blocks are not the program's allocations in its region (a
+// C program's profile would show the loader's block; a C++ program has its
+// runtime from the start, its storage in the thread's own).
+extern "C" void* __tls_get_addr(void* index);
+int make_module_storage(struct dl_phdr_info* info, size_t, void*) {
+  if (info->dlpi_tls_modid != 0 && info->dlpi_tls_data == nullptr) {
+    unsigned long index[2] = {info->dlpi_tls_modid, 0};  // the ABI's tls_index: module, offset
+    (void)__tls_get_addr(index);
+  }
+  return 0;
+}
+void make_thread_storage_now() { dl_iterate_phdr(make_module_storage, nullptr); }
 
 // Where the link library is: beside this one, unless MEMD_DAEMON_LINK says.
 bool link_path(char* out, size_t size) {
@@ -184,6 +202,7 @@ __attribute__((constructor)) void start_daemon_mode() {
   } else {
     rc = open(region, &hooks, &heap_storage, error, sizeof error);
   }
+  if (rc == 0) make_thread_storage_now();
   leave_private();
   if (rc != 0) {
     char line[700];
@@ -235,7 +254,14 @@ using memd::client::shim::tl_private;
 // daemon mode) may not either.
 MEMD_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
   using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-  static Create real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+  // Looked up once; two first calls at once find the same function. (No
+  // function-local static: its guard is C++ runtime the shim leaves out.)
+  static std::atomic<Create> found{nullptr};
+  Create real = found.load(std::memory_order_acquire);
+  if (real == nullptr) {
+    real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+    found.store(real, std::memory_order_release);
+  }
   if (tl_private == 0) return real(thread, attr, fn, arg);
   auto* start = new (std::nothrow) memd::client::shim::ThreadStart{fn, arg};
   if (start == nullptr) return EAGAIN;

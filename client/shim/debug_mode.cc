@@ -2,14 +2,15 @@
 
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "absl/debugging/stacktrace.h"
 #include "client/debug_method.h"
 #include "region/profile_sites.h"
 #include "client/shim/bootstrap_heap.h"
@@ -68,20 +69,39 @@ int find_self(struct dl_phdr_info* info, size_t, void* out) {
   return 0;
 }
 
+// The walk for caller_pc: stops at the first frame outside this library,
+// or after kMaxFrames. (libgcc's unwinder, which the call-chain pools use
+// too: the shim needs no other library for its stacks.)
+struct CallerWalk {
+  static constexpr int kMaxFrames = 12;
+  Span self;
+  uintptr_t found = 0;
+  int frames = 0;
+};
+_Unwind_Reason_Code caller_step(struct _Unwind_Context* ctx, void* arg) {
+  auto* w = static_cast<CallerWalk*>(arg);
+  uintptr_t pc = _Unwind_GetIP(ctx);
+  if (pc != 0 && (pc < w->self.start || pc >= w->self.end)) {
+    w->found = pc;
+    return _URC_END_OF_STACK;
+  }
+  return ++w->frames >= CallerWalk::kMaxFrames ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
 // The first return address outside this library: the program's call.
 const void* caller_pc() {
-  static Span self = [] {
-    Span s;
-    dl_iterate_phdr(find_self, &s);
-    return s;
-  }();
-  void* frames[12];
-  int depth = absl::GetStackTrace(frames, 12, 0);
-  for (int i = 0; i < depth; ++i) {
-    uintptr_t pc = reinterpret_cast<uintptr_t>(frames[i]);
-    if (pc < self.start || pc >= self.end) return frames[i];
+  // Found once; two first calls at once find the same span. (No
+  // function-local static: its guard is C++ runtime the shim leaves out.)
+  static std::atomic<uintptr_t> self_start{0}, self_end{0};
+  Span self{self_start.load(std::memory_order_relaxed), self_end.load(std::memory_order_acquire)};
+  if (self.end == 0) {
+    dl_iterate_phdr(find_self, &self);
+    self_start.store(self.start, std::memory_order_relaxed);
+    self_end.store(self.end, std::memory_order_release);
   }
-  return nullptr;
+  CallerWalk w{self};
+  _Unwind_Backtrace(caller_step, &w);
+  return reinterpret_cast<const void*>(w.found);
 }
 
 DebugSite take_site() {
@@ -269,13 +289,14 @@ RegionMethodWish region_method_wish() {
 
 heap::DebugSite program_call_site() { return take_site(); }
 
+// start() runs once, under pthread_once (not a function-local static,
+// whose guard is C++ runtime the shim leaves out).
+pthread_once_t start_once = PTHREAD_ONCE_INIT;
+void start_once_only() { started.store(start(), std::memory_order_release); }
+
 const memd_daemon_heap* debug_heap_if_wanted() {
-  static bool on = [] {
-    bool ok = start();
-    started.store(ok, std::memory_order_release);
-    return ok;
-  }();
-  return on ? &calls : nullptr;
+  pthread_once(&start_once, start_once_only);
+  return started.load(std::memory_order_acquire) ? &calls : nullptr;
 }
 
 }  // namespace memd::client::shim

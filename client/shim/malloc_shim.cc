@@ -11,11 +11,13 @@
 //
 // Daemon mode (MEMD_REGION, daemon_mode.h): allocations go to a memd region
 // instead, except gRPC's own; frees find their heap by address.
+#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -182,6 +184,29 @@ __attribute__((always_inline)) inline void release(void* p, const void* caller) 
 
 bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
 
+// The shim carries what it needs of the C++ runtime (linked statically, so
+// that a C program under it does not load libstdc++) and is built without
+// exceptions; the new_handler a program installs and the bad_alloc it
+// catches are those of the program's runtime: look them up there. Only a program that calls
+// operator new gets here, and such a program has its C++ runtime loaded.
+std::new_handler program_new_handler() {
+  using GetNewHandler = std::new_handler (*)();
+  auto get = reinterpret_cast<GetNewHandler>(dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv"));
+  return get != nullptr ? get() : nullptr;
+}
+
+[[noreturn]] void throw_program_bad_alloc() {
+  using ThrowBadAlloc = void (*)();
+  auto throw_it = reinterpret_cast<ThrowBadAlloc>(dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv"));
+  if (throw_it != nullptr) throw_it();
+  // A program whose C++ runtime is linked in and hidden: nothing here can
+  // throw what it would catch (the shim is built without exceptions).
+  const char msg[] = "memd: operator new failed, and the program's C++ runtime cannot be found to throw std::bad_alloc\n";
+  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+  abort();
+}
+
 __attribute__((noinline)) void* new_or_throw(size_t size, size_t align, const void* caller) {
   // Tail-called by new (caller nullptr): our return address and frame are
   // the program's call, which the detour's call-chain lookup needs.
@@ -192,8 +217,8 @@ __attribute__((noinline)) void* new_or_throw(size_t size, size_t align, const vo
               : memd::client::shim::alloc_detour.load(std::memory_order_relaxed) ? alloc_detoured(size, false, ra, cfa)
                                                                                   : alloc(size, ra);
     if (LIKELY(p != nullptr)) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    std::new_handler handler = program_new_handler();
+    if (handler == nullptr) throw_program_bad_alloc();
     handler();
   }
 }

@@ -30,6 +30,24 @@ TEST(Sampling, MinusLnMatchesLibmOverTheWholeRange) {
   EXPECT_EQ(internal::minus_ln_q32(uint64_t{1} << 53), 0u);
 }
 
+// The chance a countdown runs out within an allocation, without libm:
+// against libm's expm1 from a byte in a 2^40 mean to far past one mean,
+// both sides of the switch at 1/2, and what is not a positive number.
+TEST(Sampling, OneMinusExpNegMatchesLibm) {
+  for (double x = 0x1.0p-40; x < 800; x *= 1.0071) {
+    double want = -std::expm1(-x);
+    ASSERT_NEAR(internal::one_minus_exp_neg(x), want, want * 1e-14) << x;
+  }
+  for (double x : {0.4999999999, 0.5, 0.5000000001, 0.6931471805599453, 1.0, 40.0, 700.0, 701.0}) {
+    double want = -std::expm1(-x);
+    EXPECT_NEAR(internal::one_minus_exp_neg(x), want, want * 1e-14) << x;
+  }
+  EXPECT_EQ(internal::one_minus_exp_neg(0), 0);
+  EXPECT_EQ(internal::one_minus_exp_neg(-1), 0);
+  EXPECT_EQ(internal::one_minus_exp_neg(std::nan("")), 0);
+  EXPECT_EQ(internal::one_minus_exp_neg(1e300), 1);
+}
+
 // Means below 2^25 are drawn in 64-bit arithmetic, larger ones in 128: both.
 TEST(Sampling, CountdownsAreExponentialWithTheGivenMean) {
   for (uint64_t period : {uint64_t{512} << 10, uint64_t{64} << 20}) {

@@ -45,7 +45,8 @@ MAY_INCLUDE = {
 REGION_HEADERS_FOR_SERVERS = {
     "region/region.h",          # Region: lifecycle, leases, stat/check/compact, owner facts
     "region/lease_service.h",   # the owner's lease ledger the daemon drives
-    "region/options.h",         # the environment's settings (MEMD_*), the default socket rule
+    "region/options.h",         # the environment's settings (MEMD_*)
+    "region/socket_paths.h",    # the default socket rule
 }
 # The manual's generator (tools/manual/) documents memd's settings from the
 # daemon's own table and version: that much of daemon/, and nothing else.

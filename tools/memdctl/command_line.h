@@ -17,7 +17,7 @@ namespace memd::memdctl {
 enum class Command { kRegions, kStat, kClients, kCheck, kCompact, kDrain, kStats, kHealth, kRemove, kProfile, kReplay, kPprof, kFile };
 
 struct CommandLine {
-  std::string socket;  // empty: the default rule (region/options.h client_socket_path())
+  std::string socket;  // empty: the default rule (region/socket_paths.h client_socket_path())
   bool json = false;
   std::chrono::milliseconds timeout{5000};
   bool help = false;  // --help: nothing else is looked at

@@ -7,6 +7,7 @@
 
 #include "proto/grpc_status_name.h"
 #include "region/options.h"
+#include "region/socket_paths.h"
 #include "tools/memdctl/command_line.h"
 #include "tools/memdctl/commands.h"
 #include "tools/memdctl/daemon_calls.h"
