@@ -15,9 +15,7 @@ more allocator in the same rounds.
 """
 import argparse
 import datetime
-import json
 import os
-import subprocess
 import sys
 import tempfile
 

@@ -1,6 +1,5 @@
 #include "region/options.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>

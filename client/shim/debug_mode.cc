@@ -92,8 +92,11 @@ _Unwind_Reason_Code caller_step(struct _Unwind_Context* ctx, void* arg) {
 const void* caller_pc() {
   // Found once; two first calls at once find the same span. (No
   // function-local static: its guard is C++ runtime the shim leaves out.)
+  // The end is stored last and read first: an end seen set has its start.
   static std::atomic<uintptr_t> self_start{0}, self_end{0};
-  Span self{self_start.load(std::memory_order_relaxed), self_end.load(std::memory_order_acquire)};
+  Span self;
+  self.end = self_end.load(std::memory_order_acquire);
+  self.start = self_start.load(std::memory_order_relaxed);
   if (self.end == 0) {
     dl_iterate_phdr(find_self, &self);
     self_start.store(self.start, std::memory_order_relaxed);

@@ -187,8 +187,9 @@ bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) 
 // The shim carries what it needs of the C++ runtime (linked statically, so
 // that a C program under it does not load libstdc++) and is built without
 // exceptions; the new_handler a program installs and the bad_alloc it
-// catches are those of the program's runtime: look them up there. Only a program that calls
-// operator new gets here, and such a program has its C++ runtime loaded.
+// catches are those of the program's runtime: look them up there. Only a
+// program that calls operator new gets here, and such a program has its C++
+// runtime loaded (else: shim.new_without_runtime).
 std::new_handler program_new_handler() {
   using GetNewHandler = std::new_handler (*)();
   auto get = reinterpret_cast<GetNewHandler>(dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv"));
