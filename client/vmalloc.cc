@@ -93,8 +93,20 @@ DebugSite site_of(const void* pc) {
   return s;
 }
 
+// vmdisc may change a region's discipline while other threads use it.
+Vmdisc_t* disc_of(const Vmalloc_t* vm) { return __atomic_load_n(&vm->disc, __ATOMIC_ACQUIRE); }
+
 void except(Vmalloc_t* vm, int type, void* obj) {
-  if (vm->disc != nullptr && vm->disc->exceptf != nullptr) vm->disc->exceptf(vm, type, obj, vm->disc);
+  Vmdisc_t* disc = disc_of(vm);
+  if (disc != nullptr && disc->exceptf != nullptr) disc->exceptf(vm, type, obj, disc);
+}
+
+// Whether `next` gives the same memory as `now`: the only discipline a
+// region can change to, since its tables live in that memory.
+bool same_memory(const Vmdisc_t* now, const Vmdisc_t* next) {
+  if (next->memoryf != vmdcmemory || next->kind != now->kind) return false;
+  if (now->kind == VM_DCPRIVATE) return true;
+  return next->name != nullptr && std::strcmp(next->name, now->name) == 0;
 }
 
 // The address the calling thread's last call had refused (vmfree's answer
@@ -369,6 +381,17 @@ Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
   return vm;
 }
 
+Vmdisc_t* vmdisc(Vmalloc_t* vm, Vmdisc_t* disc) {
+  if (vm == nullptr) return errno = EINVAL, nullptr;
+  Vmdisc_t* old = disc_of(vm);
+  if (disc == nullptr || disc == old) return old;
+  if (!same_memory(old, disc)) return errno = EINVAL, nullptr;
+  // The old discipline may refuse, as in Vmalloc.
+  if (old->exceptf != nullptr && old->exceptf(vm, VM_DISC, disc, old) < 0) return errno = ECANCELED, nullptr;
+  __atomic_store_n(&vm->disc, disc, __ATOMIC_RELEASE);
+  return old;
+}
+
 int vmclose(Vmalloc_t* vm) {
   if (vm == nullptr || vm == Vmheap) return errno = EINVAL, -1;
   // malloc must not go on into a closed region.
@@ -499,7 +522,7 @@ int vmclear(Vmalloc_t* vm) {
   }
   // A best heap frees everything only as a new heap: possible for a
   // private region (no one else holds its blocks), not for a named one.
-  if (vm->disc->kind != VM_DCPRIVATE) return errno = EPROTO, -1;
+  if (disc_of(vm)->kind != VM_DCPRIVATE) return errno = EPROTO, -1;
   vm->region.reset();
   return open_region(vm) ? 0 : -1;
 }

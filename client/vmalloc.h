@@ -37,7 +37,7 @@ typedef int (*Vmexcept_f)(Vmalloc_t* vm, int type, void* obj, Vmdisc_t* disc);
  * gets memory itself, so a memoryf of the program's own is refused (EINVAL). */
 struct _vmdisc_s {
   Vmemory_f memoryf;  /* memd's own (vmdcmemory): it is never called */
-  Vmexcept_f exceptf; /* VM_OPEN, VM_CLOSE, VM_NOMEM, VM_BADADDR; may be NULL */
+  Vmexcept_f exceptf; /* VM_OPEN, VM_CLOSE, VM_NOMEM, VM_BADADDR, VM_DISC; may be NULL */
   size_t round;       /* ignored: memd's pages are 4 KiB */
   /* memd's fields */
   int kind;           /* VM_DCPRIVATE, VM_DCSHM, VM_DCFILE, VM_DCPMEM */
@@ -82,6 +82,7 @@ struct _vmstat_s {
 #define VM_CLOSE 1   /* obj: the region's memory */
 #define VM_NOMEM 2   /* obj: NULL */
 #define VM_BADADDR 3 /* obj: the address given to vmfree or vmresize */
+#define VM_DISC 4    /* obj: the discipline vmdisc would change to; a negative return refuses */
 
 extern Vmdisc_t* Vmdcheap; /* private memory (a heap region of its own, not Vmheap's blocks) */
 extern Vmdisc_t* Vmdcsbrk; /* private memory (mapped, not sbrk) */
@@ -115,6 +116,13 @@ void* vmdcmemory(Vmalloc_t* vm, void* addr, size_t csize, size_t nsize, Vmdisc_t
  * NULL and errno: EINVAL (a discipline or method memd lacks, Vmdebug or
  * Vmprofile on a named region), EPROTO, ENOMEM, EACCES, EBUSY. */
 Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags);
+/* The region's discipline (disc NULL), or changes it to disc and returns
+ * the one before. A region's tables live in its memory, so disc must give
+ * the same memory: a copy of a private discipline for a private region,
+ * the same kind and name for a named one (else NULL, EINVAL); what changes
+ * is exceptf. The old discipline's exceptf hears VM_DISC first and may
+ * refuse (NULL, ECANCELED). disc is kept, not copied. */
+Vmdisc_t* vmdisc(Vmalloc_t* vm, Vmdisc_t* disc);
 /* Closes it: a private region's memory is gone; a named one's stays. */
 int vmclose(Vmalloc_t* vm);
 

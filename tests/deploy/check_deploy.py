@@ -364,10 +364,10 @@ INSTALLED = {
     "bin/memd": True, "bin/memdctl": True, "bin/memd-replay": True,
     "lib/libmemd-malloc.so": False, "lib/libmemd-daemon-link.so": False,
     "include/memd/memd.h": False, "include/memd/memd_region.h": False, "include/memd/memd_client.h": False,
-    "include/memd/memd.hpp": False,
+    "include/memd/memd.hpp": False, "include/memd/vmalloc.h": False,
     "lib/libmemd.so.0": False, "lib/cmake/memd/memdConfig.cmake": False,
     "lib/cmake/memd/memdConfigVersion.cmake": False, "lib/cmake/memd/memdTargets.cmake": False,
-    "lib/pkgconfig/memd.pc": False,
+    "lib/pkgconfig/memd.pc": False, "lib/pkgconfig/memd-vmalloc.pc": False,
     "lib/systemd/system/memd.service": False, "lib/systemd/system/memd.socket": False,
     "share/man/man8/memd.8": False, "share/man/man1/memdctl.1": False,
     "share/bash-completion/completions/memdctl": False, "etc/memd/memd.conf.example": False,
@@ -418,8 +418,8 @@ PACKAGED = [
     "etc/memd/memd.conf", "usr/bin/memd", "usr/bin/memdctl", "usr/bin/memd-replay",
     "usr/lib/libmemd.so.0", "usr/lib/libmemd.so", "usr/lib/libmemd-malloc.so", "usr/lib/libmemd-daemon-link.so",
     "usr/include/memd/memd.h", "usr/include/memd/memd_region.h", "usr/include/memd/memd_client.h",
-    "usr/include/memd/memd.hpp",
-    "usr/lib/cmake/memd/memdConfig.cmake", "usr/lib/pkgconfig/memd.pc",
+    "usr/include/memd/memd.hpp", "usr/include/memd/vmalloc.h",
+    "usr/lib/cmake/memd/memdConfig.cmake", "usr/lib/pkgconfig/memd.pc", "usr/lib/pkgconfig/memd-vmalloc.pc",
     "usr/lib/systemd/system/memd.service", "usr/lib/systemd/system/memd.socket",
     "usr/share/man/man8/memd.8.gz", "usr/share/man/man1/memdctl.1.gz",
     "usr/share/bash-completion/completions/memdctl",
@@ -593,14 +593,22 @@ def check_use_from_project(args):
         lib = os.path.join(prefix, "lib/libmemd.so")
         dynamic = run_ok(["readelf", "-d", lib], "readelf")
         check("Library soname: [libmemd.so.0]" in dynamic, "libmemd.so has no soname libmemd.so.0")
-        # "name@@MEMD_0": every symbol in the version node of the first release.
+        # "name@@MEMD_0": the C API, in the version node of the first release;
+        # "name@@MEMD_0.1": the Vmalloc API (vmalloc.h), in the next one.
         symbols = [line.split()[-1] for line in run_ok(["nm", "-D", "--defined-only", lib], "nm").splitlines()]
-        check(all(s.endswith("@@MEMD_0") or s == "MEMD_0" for s in symbols), f"unversioned symbols: {symbols[:10]}")
-        exported = [s.split("@")[0] for s in symbols]
-        check("memd_connect" in exported and "memd_region_alloc" in exported and "memd_alloc" in exported,
+        nodes = {"MEMD_0", "MEMD_0.1"}
+        versioned = [s.split("@@") for s in symbols if s not in nodes]
+        check(all(len(v) == 2 and v[1] in nodes for v in versioned), f"unversioned symbols: {symbols[:10]}")
+        exported = {name: node for name, node in versioned}
+        check(all(n in exported for n in ("memd_connect", "memd_region_alloc", "memd_alloc")),
               "libmemd.so does not export the C API")
-        others = [name for name in exported if not name.startswith("memd_") and name != "MEMD_0"]
-        check(not others, f"libmemd.so exports more than the C API: {others[:10]}")
+        header = open(os.path.join(args.source, "client/vmalloc.h")).read()
+        vm_api = set(re.findall(r"^[A-Za-z_][\w\s*]*?\b(vm\w+)\(", header, re.M)) | \
+            set(re.findall(r"^extern \w+\* (Vm\w+);", header, re.M))
+        check(len(vm_api) > 30 and vm_api <= set(exported), f"libmemd.so lacks {sorted(vm_api - set(exported))}")
+        others = [name for name, node in exported.items()
+                  if not (name.startswith("memd_") and node == "MEMD_0") and not (name in vm_api and node == "MEMD_0.1")]
+        check(not others, f"libmemd.so exports more than the C and Vmalloc APIs: {others[:10]}")
         # Loaded with dlopen (Python's ctypes), its initial-exec TLS comes from
         # glibc's static surplus, of which 512 bytes are promised: it must fit
         # there, and load with the surplus cut down to that promise.
@@ -625,6 +633,14 @@ def check_use_from_project(args):
                 os.path.join(with_pc, "hello_c"), *flags], "cc with pkg-config")
         run_ok(["c++", "-std=c++17", "-Wall", "-Werror", os.path.join(project, "hello.cc"), "-o",
                 os.path.join(with_pc, "hello_cxx"), *flags], "c++ with pkg-config")
+        vm_flags = run_ok([pkg_config, "--cflags", "--libs", "memd-vmalloc"], "pkg-config memd-vmalloc", env=pc).split()
+        run_ok(["cc", "-std=c11", "-Wall", "-Werror", os.path.join(project, "hello_vmalloc.c"), "-o",
+                os.path.join(with_pc, "hello_vmalloc"), *vm_flags], "cc with pkg-config memd-vmalloc")
+        # The Vmalloc program needs no daemon; its bad free is reported on stderr.
+        for build in (with_cmake, with_pc):
+            out = run_ok([os.path.join(build, "hello_vmalloc")], f"{build}/hello_vmalloc",
+                         env={"LD_LIBRARY_PATH": os.path.join(prefix, "lib")})
+            check(out.strip() == "rounds=100 pool=1000 badaddr=1 ok", f"{build}/hello_vmalloc: {out!r}")
 
         with started(MemdDaemon(os.path.join(prefix, "bin/memd"), scratch, namespace=f"use{os.getpid()}"),
                      "the installed memd") as daemon:

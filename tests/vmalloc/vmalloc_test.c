@@ -1,6 +1,6 @@
 /* vmalloc.h from a C program: each method's semantics (and what pool and
  * last refuse), resize types, vmstat, vmaddr, vmsize, vmregion, exception
- * events, the paper's Figure 1 loop, Figure 8 under Vmdebug with its
+ * events, vmdisc, the paper's Figure 1 loop, Figure 8 under Vmdebug with its
  * reports (and a watched address), Figure 10's profile totals, VM_TRACE
  * lines, a file region across processes, and threads. Usage:
  *   vmalloc_test [scratch-dir]   (default: $TMPDIR or /tmp) */
@@ -32,11 +32,11 @@ static int failures;
 static char scratch[512];
 
 /* --- exception events --- */
-static int events[4];
+static int events[5];
 static void* last_badaddr;
 static int record_event(Vmalloc_t* vm, int type, void* obj, Vmdisc_t* disc) {
   (void)vm, (void)disc;
-  if (type >= 0 && type < 4) ++events[type];
+  if (type >= 0 && type < 5) ++events[type];
   if (type == VM_BADADDR) last_badaddr = obj;
   return 0;
 }
@@ -217,6 +217,80 @@ static void refused(void) {
   CHECK(vmdbcheck(vm) == -1 && errno == EINVAL);
   CHECK(vmprofile(vm, 2) == -1);
   vmclose(vm);
+}
+
+/* vmdisc: the discipline now, a change of exceptf (the old one hears
+ * VM_DISC and may refuse), and no change of memory. */
+static int refuse_disc(Vmalloc_t* vm, int type, void* obj, Vmdisc_t* disc) {
+  (void)vm, (void)obj, (void)disc;
+  return type == VM_DISC ? -1 : 0;
+}
+static Vmdisc_t* disc_offered;
+static int allow_disc(Vmalloc_t* vm, int type, void* obj, Vmdisc_t* disc) {
+  (void)vm, (void)disc;
+  if (type == VM_DISC) disc_offered = obj;
+  return 0;
+}
+static void change_discipline(void) {
+  Vmalloc_t* vm = vmopen(Vmdcheap, Vmbest, 0);
+  CHECK(vm != NULL);
+  if (vm == NULL) return;
+  CHECK(vmdisc(vm, NULL) == Vmdcheap);
+  /* A copy with an exceptf: the same memory, so the change is made, and
+   * the region's events now go to the new exceptf. */
+  Vmdisc_t hearing = *Vmdcheap;
+  hearing.exceptf = allow_disc;
+  CHECK(vmdisc(vm, &hearing) == Vmdcheap && vmdisc(vm, NULL) == &hearing);
+  Vmdisc_t refusing = hearing;
+  refusing.exceptf = refuse_disc;
+  CHECK(vmdisc(vm, &refusing) == &hearing && disc_offered == &refusing);
+  char* p = vmalloc(vm, 32);
+  CHECK(p != NULL);
+  /* The refusing discipline keeps itself. */
+  errno = 0;
+  CHECK(vmdisc(vm, &hearing) == NULL && errno == ECANCELED && vmdisc(vm, NULL) == &refusing);
+  refusing.exceptf = record_event;
+  memset(events, 0, sizeof events);
+  int fd = dup(2), null = open("/dev/null", O_WRONLY);
+  dup2(null, 2); /* the report of the bad free is expected */
+  CHECK(vmfree(vm, p + 8) == -1);
+  dup2(fd, 2);
+  close(fd);
+  close(null);
+  CHECK(events[VM_BADADDR] == 1 && last_badaddr == p + 8);
+  /* Other memory: refused, and nothing changes. */
+  Vmdisc_t named;
+  errno = 0;
+  CHECK(vmdisc(vm, vmdcshm(&named, "/memd-vmdisc-test", 0)) == NULL && errno == EINVAL);
+  Vmdisc_t own = *Vmdcheap;
+  own.memoryf = NULL;
+  errno = 0;
+  CHECK(vmdisc(vm, &own) == NULL && errno == EINVAL && vmdisc(vm, NULL) == &refusing);
+  CHECK(vmsize(vm, p) >= 32 && vmfree(vm, p) == 0);
+  CHECK(vmclose(vm) == 0);
+  errno = 0;
+  CHECK(vmdisc(NULL, Vmdcheap) == NULL && errno == EINVAL);
+
+  /* A named region: the same name is the same memory; another is not. */
+  char path[600], other[600];
+  snprintf(path, sizeof path, "%s/disc.region", scratch);
+  snprintf(other, sizeof other, "%s/other.region", scratch);
+  Vmdisc_t file, same, elsewhere;
+  vm = vmopen(vmdcfile(&file, path, 16 << 20), Vmpool, 0);
+  CHECK(vm != NULL);
+  if (vm == NULL) return;
+  char copy[600];
+  strcpy(copy, path); /* the same name in another string */
+  vmdcfile(&same, copy, 16 << 20);
+  same.exceptf = allow_disc;
+  CHECK(vmdisc(vm, &same) == &file && vmdisc(vm, NULL) == &same);
+  errno = 0;
+  CHECK(vmdisc(vm, vmdcfile(&elsewhere, other, 16 << 20)) == NULL && errno == EINVAL);
+  errno = 0;
+  CHECK(vmdisc(vm, vmdcshm(&elsewhere, copy, 16 << 20)) == NULL && errno == EINVAL);
+  CHECK(vmdisc(vm, Vmdcheap) == NULL);
+  CHECK(vmclose(vm) == 0);
+  unlink(path);
 }
 
 /* Runs fn in a child whose stderr goes to `out`; its exit status. */
@@ -510,6 +584,7 @@ int main(int argc, char** argv) {
   pool();
   best();
   refused();
+  change_discipline();
   bad_addresses();
   figure8_reports();
   figure10_profile();
