@@ -193,6 +193,7 @@ bool open_region(Vmalloc_t* vm) {
   }
   vm->region = std::move(*r);
   vm->region->set_debug_options({(vm->flags & VM_DBCHECK) != 0, (vm->flags & VM_DBABORT) != 0});
+  if ((vm->flags & VM_CHAINPOOL) != 0) vm->region->set_chain_pools(true);
   return true;
 }
 
@@ -229,7 +230,10 @@ bool books_in_region(const Vmalloc_t* vm) {
   return vm->kind == Kind::kRegion && (vm->meth->id == VM_MTDEBUG || vm->meth->id == VM_MTPROFILE);
 }
 
-void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc) {
+// `hint` (with `near_bytes`): an object near it if the method can place
+// one there (Vmbest regions); elsewhere, and when it cannot, as without.
+void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc, const void* hint = nullptr,
+               size_t near_bytes = 0) {
   if (vm == nullptr) return fail(EINVAL);
   if (align != 0 && (align & (align - 1)) != 0) return fail(EINVAL);
   DebugSite site = site_of(pc);
@@ -244,7 +248,13 @@ void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc) {
       }
       break;
     case Kind::kRegion:
-      p = align == 0 ? vm->region->alloc(size) : vm->region->alloc_aligned(size, align);
+      if (align != 0) {
+        p = vm->region->alloc_aligned(size, align);
+      } else if (hint != nullptr && vm->meth->id == VM_MTBEST) {
+        p = vm->region->alloc_near(size, hint, near_bytes);
+      } else {
+        p = vm->region->alloc(size);
+      }
       break;
     case Kind::kDebug:
       p = vm->debug->alloc(size, align, false, site);
@@ -354,7 +364,9 @@ Vmalloc_t* vmopen(Vmdisc_t* disc, Vmethod_t* meth, int flags) {
   if (disc->kind < VM_DCPRIVATE || disc->kind > VM_DCPMEM) return fail(EINVAL);
   if (meth->id < VM_MTBEST || meth->id > VM_MTPROFILE) return fail(EINVAL);
   if (disc->kind != VM_DCPRIVATE && disc->name == nullptr) return fail(EINVAL);
-  if ((flags & ~(VM_TRUST | VM_TRACE | VM_DBCHECK | VM_DBABORT)) != 0) return fail(EINVAL);
+  if ((flags & ~(VM_TRUST | VM_TRACE | VM_DBCHECK | VM_DBABORT | VM_CHAINPOOL)) != 0) return fail(EINVAL);
+  // Call-chain pools are the best heap's.
+  if ((flags & VM_CHAINPOOL) != 0 && meth->id != VM_MTBEST) return fail(EINVAL);
   auto* vm = new (std::nothrow) _vmalloc_s();
   if (vm == nullptr) return fail(ENOMEM);
   vm->disc = disc;
@@ -413,6 +425,10 @@ void* vmalloc(Vmalloc_t* vm, size_t size) { return alloc_in(vm, size, 0, __built
 
 void* vmalign(Vmalloc_t* vm, size_t size, size_t align) {
   return alloc_in(vm, size, align, __builtin_return_address(0));
+}
+
+void* vmallocnear(Vmalloc_t* vm, size_t size, void* hint, size_t near_bytes) {
+  return alloc_in(vm, size, 0, __builtin_return_address(0), hint, near_bytes == 0 ? 4096 : near_bytes);
 }
 
 int vmfree(Vmalloc_t* vm, void* data) { return free_at(vm, data, __builtin_return_address(0)); }

@@ -71,6 +71,10 @@ struct _vmstat_s {
 #define VM_TRACE 0x0002   /* every call is a line to the descriptor vmtrace() set (docs/trace.md) */
 #define VM_DBCHECK 0x0004 /* Vmdebug: check every live block at every call */
 #define VM_DBABORT 0x0008 /* Vmdebug: abort at the first error */
+/* memd's: Vmbest only (else EINVAL): the small blocks of each busy call
+ * chain come from pages of their own (call-chain pools, the DPA paper;
+ * docs/heap.md). The chains are this process's. */
+#define VM_CHAINPOOL 0x0010
 
 /* vmresize types */
 #define VM_RSMOVE 0x0001  /* the block may move */
@@ -128,6 +132,11 @@ int vmclose(Vmalloc_t* vm);
 
 void* vmalloc(Vmalloc_t* vm, size_t size);
 void* vmalign(Vmalloc_t* vm, size_t size, size_t align); /* align: a power of two */
+/* memd's: an allocation hint (the TP/Medius slides). Vmbest: a block
+ * within near_bytes (0: 4096) of hint when hint's heap block, this
+ * thread's, has a free slot of the size's class there; else, and for the
+ * other methods, as vmalloc. */
+void* vmallocnear(Vmalloc_t* vm, size_t size, void* hint, size_t near_bytes);
 /* 0, or -1 if data is not a live block of vm (then nothing is freed, and
  * exceptf hears VM_BADADDR). Vmlast frees only its most recent block (-1
  * for any other, which waits for vmclear). */

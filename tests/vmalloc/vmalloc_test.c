@@ -1,6 +1,6 @@
 /* vmalloc.h from a C program: each method's semantics (and what pool and
  * last refuse), resize types, vmstat, vmaddr, vmsize, vmregion, exception
- * events, vmdisc, the paper's Figure 1 loop, Figure 8 under Vmdebug with its
+ * events, vmdisc, vmallocnear and VM_CHAINPOOL, the paper's Figure 1 loop, Figure 8 under Vmdebug with its
  * reports (and a watched address), Figure 10's profile totals, VM_TRACE
  * lines, a file region across processes, and threads. Usage:
  *   vmalloc_test [scratch-dir]   (default: $TMPDIR or /tmp) */
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "client/vmalloc.h"
+#include "tests/support/c_chain_lists.h"
 
 extern Vmalloc_t* figure8_vm;
 void figure8(void);
@@ -291,6 +292,72 @@ static void change_discipline(void) {
   CHECK(vmdisc(vm, Vmdcheap) == NULL);
   CHECK(vmclose(vm) == 0);
   unlink(path);
+}
+
+/* memd's locality calls: vmallocnear takes the hint's free neighbour in
+ * a Vmbest region (and is vmalloc elsewhere); VM_CHAINPOOL gives each
+ * busy call chain blocks of its own. */
+static void* vm_alloc_fn(void* vm, size_t size) { return vmalloc((Vmalloc_t*)vm, size); }
+static void vm_free_fn(void* vm, void* p) { vmfree((Vmalloc_t*)vm, p); }
+static void locality(void) {
+  Vmalloc_t* vm = vmopen(Vmdcheap, Vmbest, 0);
+  CHECK(vm != NULL);
+  if (vm == NULL) return;
+  enum { kObjects = 512 };
+  static char* v[kObjects];
+  for (int i = 0; i < kObjects; ++i) v[i] = vmalloc(vm, 64);
+  /* An object with its neighbour 64 B below and one 30 objects above, all
+   * in one page (a block of small objects is a page). */
+  int k = 1;
+  for (; k + 30 < kObjects; ++k) {
+    uintptr_t below = (uintptr_t)v[k - 1], at = (uintptr_t)v[k], above = (uintptr_t)v[k + 30];
+    if (at - below == 64 && above - at == 30 * 64 && below >> 12 == above >> 12) break;
+  }
+  CHECK(k + 30 < kObjects);
+  if (k + 30 < kObjects) {
+    char* neighbour = v[k - 1];
+    vmfree(vm, neighbour);
+    vmfree(vm, v[k + 30]); /* now first on the block's free list: what vmalloc would give */
+    char* p = vmallocnear(vm, 64, v[k], 64);
+    CHECK(p == neighbour);
+    v[k - 1] = p;
+    char* q = vmallocnear(vm, 64, v[k], 0); /* 0: a page */
+    CHECK(q == v[k + 30]);
+    v[k + 30] = q;
+  }
+  /* Any other hint is harmless: no block there, or another size's. */
+  int local;
+  char* r = vmallocnear(vm, 64, &local, 64);
+  char* t = vmallocnear(vm, 1000, v[0], 64);
+  CHECK(r != NULL && vmsize(vm, r) >= 64 && t != NULL && vmsize(vm, t) >= 1000);
+  CHECK(vmfree(vm, r) == 0 && vmfree(vm, t) == 0);
+  for (int i = 0; i < kObjects; ++i) CHECK(vmfree(vm, v[i]) == 0);
+  Vmstat_t st;
+  CHECK(vmstat(vm, &st) == 0 && st.n_busy == 0);
+  /* Without pools the two lists interleave. */
+  double plain = chain_lists_adjacency(vm_alloc_fn, vm_free_fn, vm, 4000);
+  CHECK(plain >= 0 && plain <= 0.1);
+  vmclose(vm);
+
+  vm = vmopen(Vmdcheap, Vmbest, VM_CHAINPOOL);
+  CHECK(vm != NULL);
+  if (vm != NULL) {
+    CHECK(chain_lists_adjacency(vm_alloc_fn, vm_free_fn, vm, 4000) >= 0.9);
+    CHECK(vmstat(vm, &st) == 0 && st.n_busy == 0);
+    vmclose(vm);
+  }
+  errno = 0;
+  CHECK(vmopen(Vmdcheap, Vmpool, VM_CHAINPOOL) == NULL && errno == EINVAL);
+
+  /* A pool has one size and no placement: the hint is ignored. */
+  vm = vmopen(Vmdcheap, Vmpool, 0);
+  CHECK(vm != NULL);
+  if (vm == NULL) return;
+  char* a = vmalloc(vm, 48);
+  char* b = vmallocnear(vm, 48, a, 64);
+  CHECK(a != NULL && b != NULL && a != b && vmsize(vm, b) >= 48);
+  CHECK(vmfree(vm, a) == 0 && vmfree(vm, b) == 0);
+  vmclose(vm);
 }
 
 /* Runs fn in a child whose stderr goes to `out`; its exit status. */
@@ -585,6 +652,7 @@ int main(int argc, char** argv) {
   best();
   refused();
   change_discipline();
+  locality();
   bad_addresses();
   figure8_reports();
   figure10_profile();
