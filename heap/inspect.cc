@@ -111,7 +111,7 @@ bool check_large(const Region& r, PageIndex p, const BlockDesc& b, RegionStats* 
       *why = "large chunk's previous size disagrees with its neighbour";
       return false;
     }
-    if (c->check != static_cast<uint32_t>(r.header->secret ^ r.offset_of(c))) {
+    if (c->check != static_cast<uint32_t>(r.secret ^ r.offset_of(c))) {
       *why = "large chunk header overwritten";
       return false;
     }

@@ -32,6 +32,7 @@ Region Region::attach(char* base) {
   r.max_owners = r.header->max_owners;
   r.max_clients = r.header->max_clients;
   r.max_roots = r.header->max_roots;
+  r.secret = r.header->secret;
   r.data_bytes = size_t{r.data_pages} << kPageShift;
   return r;
 }

@@ -362,6 +362,10 @@ struct Region {
   uint32_t max_owners = 0;
   uint32_t max_clients = 0;
   uint32_t max_roots = 0;
+  // The secret likewise: a stray write to the header's copy after attach
+  // must not make this process's tags and marks (free objects, method
+  // chunks, debug blocks) unrecognisable, and with them leak what they mark.
+  uint64_t secret = 0;
 
   static Region attach(char* base);
 

@@ -43,7 +43,7 @@ inline char* huge_run_of(const Region& r, const void* p, size_t* bytes) {
 // that a stale chunk, one of the other method, or bytes that only look like
 // a header do not pass for a chunk.
 inline uint64_t chunk_mark(const Region& r, uint64_t kind, const void* chunk) {
-  return kind ^ r.header->secret ^ (r.offset_of(chunk) * 0x9e3779b97f4a7c15ull);
+  return kind ^ r.secret ^ (r.offset_of(chunk) * 0x9e3779b97f4a7c15ull);
 }
 
 inline constexpr size_t round16(size_t n) { return (n + 15) & ~size_t{15}; }

@@ -53,7 +53,7 @@ uint32_t keep_good_prefix(const Region& r, char* base, uint32_t* head, uint32_t 
     uint32_t off = *link - 1;
     uint32_t idx = off / size;
     if (off >= bump || off % size != 0 || (seen[idx / 64] >> (idx % 64) & 1) ||
-        tag_of(base + off) != free_tag(r.header->secret, r.offset_of(base + off))) {
+        tag_of(base + off) != free_tag(r.secret, r.offset_of(base + off))) {
       *link = 0;  // the rest is unreachable safely: it leaks
       ++*leaked;
       break;
@@ -82,7 +82,7 @@ uint32_t append_taken_objects(const Region& r, BlockDesc& b, char* base, uint32_
     uint32_t idx = off / size;
     if (off < b.bump && off % size == 0 && (seen[idx / 64] >> (idx % 64) & 1)) break;
     char* p = base + off;
-    uint64_t tag = free_tag(r.header->secret, r.offset_of(p));
+    uint64_t tag = free_tag(r.secret, r.offset_of(p));
     if (off >= b.bump || off % size != 0 || (need_tag && tag_of(p) != tag)) {
       ++*leaked;
       break;
@@ -170,7 +170,7 @@ bool repair_large(const Region& r, PageIndex block, uint64_t* leaked) {
   BlockDesc& b = r.block(block);
   char* base = r.page_address(block);
   const uint32_t bytes = b.pages.value * static_cast<uint32_t>(kPageSize);
-  const uint64_t secret = r.header->secret;
+  const uint64_t secret = r.secret;
   if (!reset_ownerless(b, PageKind::kLarge)) return true;  // never laid out: nothing was allocated in it
   // Chunks a dead owner took off the remote list and had not yet released
   // (from the taken word's head, then its tail field: remote_free.h), and

@@ -43,7 +43,7 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   huge_cache_allowed_ = true;
   parked_ = ParkedBlocks{};
   parking_allowed_ = source->parks_empty_blocks();
-  secret_ = r.header->secret;
+  secret_ = r.secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
   chain_groups_ready_ = 0;  // a group's lists are made again at its first use

@@ -52,7 +52,7 @@ constexpr uint64_t kLeadMark = 0x6c6561642d646267ull;
 thread_local const DebugSite* innermost_site = nullptr;
 
 uintptr_t origin_of(const RegionImpl& impl) { return reinterpret_cast<uintptr_t>(impl.region.data); }
-uint64_t secret_of(const RegionImpl& impl) { return impl.region.header->secret; }
+uint64_t secret_of(const RegionImpl& impl) { return impl.region.secret; }
 
 }  // namespace
 

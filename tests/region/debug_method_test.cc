@@ -484,6 +484,37 @@ TEST_P(DebugMethodTest, AProcessKilledWhileItFormatsABlockLeavesNoHalfMadeLiveBl
 // the site table and over objects' headers, or forges headers with the
 // region's secret, costs the others their reports' accuracy but never a
 // crash, a read outside the region, or a block the heap hands out twice.
+// The secret every block's state word is mixed with is read once, when a
+// process maps the region: a stray write to the header's copy afterwards
+// (any process of the region can make one) leaves every live block this
+// process knows recognisable, so none leaks, and a double free is still one.
+TEST_P(DebugMethodTest, ARewrittenSecretLeavesTheOpenRegionsBlocksRecognisable) {
+  auto r = make(Method::kDebug);
+  ASSERT_NE(r, nullptr);
+  region::CallSiteScope at(heap::DebugSite{"t.c", 9, nullptr});
+  std::vector<void*> live;
+  for (int i = 0; i < 64; ++i) live.push_back(r->alloc(16 + 24 * i));
+  void* twice = r->alloc(40);
+  ASSERT_NE(twice, nullptr);
+  RegionImpl* impl = RegionInternals::of(*r);
+  impl->region.header->secret ^= 0x5a5a5a5a5a5a5a5aull;
+  // A process that maps the region after the write reads the new secret;
+  // the blocks stay this process's to free.
+  EXPECT_EQ(r->method_stats().live_objects, 65u);
+  EXPECT_EQ(r->check_objects(), 0);
+  for (void* p : live) EXPECT_GE(r->size(p), 16u);
+  for (void* p : live) r->free(p);
+  r->free(twice);
+  EXPECT_EQ(events_.bad.load(), 0);
+  ::testing::internal::CaptureStderr();
+  r->free(twice);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(":block=" + hex(twice) + ":already freed:"), std::string::npos) << err;
+  EXPECT_EQ(events_.bad.load(), 1);
+  EXPECT_EQ(r->method_stats().live_objects, 0u);
+  EXPECT_TRUE(r->check().ok()) << r->check();
+}
+
 TEST_P(DebugMethodTest, AClientScribblingOverTheBooksAndHeadersCrashesNoOne) {
   auto r = make(Method::kDebug);
   ASSERT_NE(r, nullptr);
