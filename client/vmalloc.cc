@@ -232,8 +232,11 @@ bool books_in_region(const Vmalloc_t* vm) {
 
 // `hint` (with `near_bytes`): an object near it if the method can place
 // one there (Vmbest regions); elsewhere, and when it cannot, as without.
+// `caller_cfa`: the frame of the entry point `pc` returns from, given by
+// vmalloc so that call-chain pools (VM_CHAINPOOL) start the chain at the
+// program's call, as the C API does, not inside this library.
 void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc, const void* hint = nullptr,
-               size_t near_bytes = 0) {
+               size_t near_bytes = 0, const void* caller_cfa = nullptr) {
   if (vm == nullptr) return fail(EINVAL);
   if (align != 0 && (align & (align - 1)) != 0) return fail(EINVAL);
   DebugSite site = site_of(pc);
@@ -252,6 +255,8 @@ void* alloc_in(Vmalloc_t* vm, size_t size, size_t align, const void* pc, const v
         p = vm->region->alloc_aligned(size, align);
       } else if (hint != nullptr && vm->meth->id == VM_MTBEST) {
         p = vm->region->alloc_near(size, hint, near_bytes);
+      } else if (caller_cfa != nullptr && !books_in_region(vm)) {
+        p = vm->region->alloc_as(size, pc, caller_cfa);
       } else {
         p = vm->region->alloc(size);
       }
@@ -421,7 +426,9 @@ int vmclose(Vmalloc_t* vm) {
   return 0;
 }
 
-void* vmalloc(Vmalloc_t* vm, size_t size) { return alloc_in(vm, size, 0, __builtin_return_address(0)); }
+void* vmalloc(Vmalloc_t* vm, size_t size) {
+  return alloc_in(vm, size, 0, __builtin_return_address(0), nullptr, 0, __builtin_dwarf_cfa());
+}
 
 void* vmalign(Vmalloc_t* vm, size_t size, size_t align) {
   return alloc_in(vm, size, align, __builtin_return_address(0));
