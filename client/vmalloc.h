@@ -184,6 +184,7 @@ void vmflsite_(const char* file, int line);
 #if defined(VMFL)
 #define vmalloc(vm, n) (vmflsite_(__FILE__, __LINE__), vmalloc(vm, n))
 #define vmalign(vm, n, a) (vmflsite_(__FILE__, __LINE__), vmalign(vm, n, a))
+#define vmallocnear(vm, n, h, b) (vmflsite_(__FILE__, __LINE__), vmallocnear(vm, n, h, b))
 #define vmfree(vm, d) (vmflsite_(__FILE__, __LINE__), vmfree(vm, d))
 #define vmresize(vm, d, n, t) (vmflsite_(__FILE__, __LINE__), vmresize(vm, d, n, t))
 #endif
