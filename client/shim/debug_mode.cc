@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "client/debug_method.h"
+#include "client/frame_pointers.h"
 #include "region/profile_sites.h"
 #include "client/shim/bootstrap_heap.h"
 #include "region/diag.h"
@@ -68,24 +69,19 @@ int find_self(struct dl_phdr_info* info, size_t, void* out) {
   return 0;
 }
 
-// The first return address outside this library, by frame pointers. Every
-// frame from here to the program's call is this library's own, built with
-// them (CMakeLists.txt), so the walk is exact and costs tens of
-// nanoseconds, where libgcc's DWARF unwind cost microseconds at every call
-// (half of a Python run's time under VMDEBUG). A step that goes down the
-// stack, or further than a frame could be, or off alignment ends the walk
-// with no site (0) rather than reading far away.
+// The first return address outside this library, by frame pointers
+// (client/frame_pointers.h). Every frame from here to the program's call is
+// this library's own, built with them, so the walk is exact, where libgcc's
+// DWARF unwind cost microseconds at every call (half of a Python run's time
+// under VMDEBUG). 0 where the walk ends first: no site.
 __attribute__((noinline, no_sanitize("address", "thread"))) uintptr_t first_return_outside(Span self) {
   constexpr int kMaxFrames = 12;
-  constexpr uintptr_t kMaxFrameBytes = 100000;
   auto* fp = static_cast<uintptr_t*>(__builtin_frame_address(0));
   for (int i = 0; i < kMaxFrames && fp != nullptr; ++i) {
     uintptr_t ra = fp[1];
     if (ra == 0) return 0;
     if (ra < self.start || ra >= self.end) return ra;
-    uintptr_t next = fp[0], at = reinterpret_cast<uintptr_t>(fp);
-    if (next <= at || next - at > kMaxFrameBytes || next % sizeof(uintptr_t) != 0) return 0;
-    fp = reinterpret_cast<uintptr_t*>(next);
+    fp = caller_frame(fp);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "client/frame_pointers.h"
 #include "heap/sampling.h"
 
 namespace memd::client::telemetry {
@@ -63,16 +64,11 @@ memd_sample_event* push_event() {
   return e;
 }
 
-// The return addresses of the calling stack, by its frame pointers (memd is
-// built with them): tens of nanoseconds, where a DWARF unwind costs
-// microseconds, and no library (the shim carries this). out[0] is the
-// return address into the caller of the function that called this one
-// (whose own frame and this one's are skipped). A frame pointer is followed
-// only upwards, by less than kMaxFrameBytes and aligned: code built without
-// frame pointers leaves anything in the register, and such a step ends the
-// walk instead of reading far away.
+// The return addresses of the calling stack, by its frame pointers
+// (client/frame_pointers.h; the shim carries this). out[0] is the return
+// address into the caller of the function that called this one (whose own
+// frame and this one's are skipped).
 __attribute__((noinline, no_sanitize("address", "thread"))) int caller_stack(void** out, int max) {
-  constexpr uintptr_t kMaxFrameBytes = 100000;
   auto* fp = static_cast<uintptr_t*>(__builtin_frame_address(0));
   int n = 0, skip = 2;
   while (fp != nullptr && n < max) {
@@ -83,9 +79,7 @@ __attribute__((noinline, no_sanitize("address", "thread"))) int caller_stack(voi
     } else {
       out[n++] = reinterpret_cast<void*>(ra);
     }
-    uintptr_t next = fp[0], at = reinterpret_cast<uintptr_t>(fp);
-    if (next <= at || next - at > kMaxFrameBytes || next % sizeof(uintptr_t) != 0) break;
-    fp = reinterpret_cast<uintptr_t*>(next);
+    fp = caller_frame(fp);
   }
   return n;
 }
