@@ -36,9 +36,7 @@ double sample_weight(uint64_t size, uint64_t period) {
 
 // 0 (large), 1 (huge), or the object size of a segregated class.
 bool valid_size_class(uint32_t c) {
-  return c == 0 || c == 1 ||
-         (c >= heap::kMinObject && c <= heap::kMaxMediumMax &&
-          heap::SizeClasses::size_of_class(heap::SizeClasses::class_of(c)) == c);
+  return c == 0 || c == 1 || heap::SizeClasses::is_class_size(c);
 }
 
 // Strings made while the store's lock is held, each once, named by index.

@@ -1,11 +1,17 @@
-// Size classes. Up to 512 bytes they are 8 bytes apart as in Vam, so a class
-// index is the object size in 8-byte units and the mapping from a request is
-// one shift. Above, up to kMaxMediumMax, four classes per doubling (640, 768,
-// 896, 1024, 1280, ..., 65536): segregated blocks serve mid sizes at the cost
-// of small-object allocation, and no request wastes more than a quarter of
-// its object. The smallest object is 16 bytes: every free object then holds its
-// free-list link and a double-free tag (see block.h), and 16-byte requests
-// stay 16-byte aligned.
+// Size classes. Up to 512 bytes a class index is the object size in 8-byte
+// units, as in Vam, so the mapping from a request is a shift; but requests
+// take only the classes of multiples of 16 (16, 32, 48, ..., 512). malloc owes
+// every request the alignment of any type that fits in it (C17 7.22.3), which
+// on x86-64 is 16 for anything over 8 bytes (long double, __int128, SSE), and
+// glibc, jemalloc, mimalloc and tcmalloc all give it; a 24-byte stride gives
+// every other object only 8. The odd indices stay in the table, so a region's
+// layout does not change and objects of those classes in regions made before
+// are still freed through their blocks. Above 512, up to kMaxMediumMax, four
+// classes per doubling (640, 768, 896, 1024, 1280, ..., 65536): segregated
+// blocks serve mid sizes at the cost of small-object allocation, and no
+// request wastes more than a quarter of its object. The smallest object is 16
+// bytes: every free object then holds its free-list link and a double-free
+// tag (see block.h).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +24,7 @@ namespace memd::heap {
 
 inline constexpr uint32_t kGranule = 8;
 inline constexpr uint32_t kMinObject = 16;
+inline constexpr uint32_t kObjectAlign = 16;       // every object handed out is this aligned
 inline constexpr uint32_t kLinearMax = 512;        // largest class of the 8-byte spaced ones
 inline constexpr uint32_t kMaxMediumMax = 65536;   // largest segregated class there can be
 inline constexpr uint32_t kLinearClasses = kLinearMax / kGranule + 1;  // indices 0..64
@@ -57,16 +64,24 @@ class SizeClasses {
  public:
   explicit SizeClasses(const HeapParams& params);
 
-  // REQUIRES: size <= kMaxMediumMax.
+  // The class a request of `size` bytes is served from: every one is a
+  // multiple of kObjectAlign bytes. REQUIRES: size <= kMaxMediumMax.
   static constexpr uint32_t class_of(size_t size) {
     if (size <= kLinearMax) {
-      uint32_t cls = static_cast<uint32_t>((size + kGranule - 1) / kGranule);
+      uint32_t cls = static_cast<uint32_t>((size + kObjectAlign - 1) / kObjectAlign) * (kObjectAlign / kGranule);
       return cls < kMinObject / kGranule ? kMinObject / kGranule : cls;
     }
     // size - 1 in [2^b, 2^(b+1)): four classes of 2^(b-2) bytes each.
     uint32_t s = static_cast<uint32_t>(size - 1);
     uint32_t b = 31 - static_cast<uint32_t>(__builtin_clz(s));
     return kLinearClasses + (b - 9) * 4 + ((s >> (b - 2)) & 3);
+  }
+  // Whether `size` is the object size of a class of the table: handed out
+  // now, or (an odd multiple of 8 up to kLinearMax) by regions made before.
+  static constexpr bool is_class_size(uint32_t size) {
+    if (size < kMinObject || size > kMaxMediumMax) return false;
+    if (size <= kLinearMax) return size % kGranule == 0;
+    return size_of_class(class_of(size)) == size;
   }
   // The object size of class `cls` (any index below kMaxSegregatedClasses).
   static constexpr uint32_t size_of_class(uint32_t cls) {
@@ -98,6 +113,8 @@ class SizeClasses {
 
 static_assert(SizeClasses::class_of(kMaxMediumMax) == kMaxSegregatedClasses - 1);
 static_assert(SizeClasses::size_of_class(kMaxSegregatedClasses - 1) == kMaxMediumMax);
+static_assert(SizeClasses::size_of_class(SizeClasses::class_of(17)) == 32 &&
+              SizeClasses::size_of_class(SizeClasses::class_of(8)) == kMinObject);
 static_assert(SizeClasses::class_of(513) == kLinearClasses && SizeClasses::size_of_class(kLinearClasses) == 640);
 
 }  // namespace memd::heap

@@ -401,7 +401,8 @@ void* ThreadHeap::alloc_aligned(size_t size, size_t align) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (align <= kChunkAlign && (align <= kGranule || size % 16 == 0 || size > classes_->medium_max())) {
+  static_assert(kObjectAlign == kChunkAlign, "every object is kChunkAlign aligned");
+  if (align <= kChunkAlign) {
     return alloc(size);
   }
   if ((sample_countdown_ -= static_cast<int64_t>(size)) < 0) return alloc_sampled(size, align, nullptr);
@@ -410,10 +411,10 @@ void* ThreadHeap::alloc_aligned(size_t size, size_t align) {
 
 void* ThreadHeap::alloc_unsampled(size_t size, size_t align, bool* zeroed) {
   // A segregated class whose size is a multiple of the alignment places every
-  // object aligned, since blocks start on page boundaries. Every class keeps
-  // 8 bytes; 16 is kept only by classes that are multiples of 16. A mid-size
-  // class of (5..8) << k bytes is a multiple of any alignment up to 2^k, and a
-  // rounded size past that is mostly a class size itself; the check is cheap.
+  // object aligned, since blocks start on page boundaries. Every class handed
+  // out is a multiple of 16; a mid-size class of (5..8) << k bytes is a
+  // multiple of any alignment up to 2^k, and a rounded size past that is
+  // mostly a class size itself; the check is cheap.
   if (size <= medium_max_ && align <= kPageSize) {  // so the rounding cannot wrap
     size_t a = std::max<size_t>(align, kGranule);
     size_t rounded = (std::max(size, a) + a - 1) & ~(a - 1);

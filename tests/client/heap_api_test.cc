@@ -32,8 +32,8 @@ TEST_F(HeapTest, EverySizeGetsAtLeastItsBytesAndKeepsItsContents) {
       auto* p = static_cast<unsigned char*>(heap_->alloc(size));
       ASSERT_NE(p, nullptr) << size;
       EXPECT_GE(heap_->size(p), size);
-      // 8-byte classes (Vam): 8-byte aligned, 16 when the size is a multiple of 16.
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size % 16 == 0 ? 16 : 8), 0u) << size;
+      // malloc's alignment (alignof(max_align_t)) at every size.
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << size;
       std::memset(p, static_cast<int>(size & 0xff), size);
       objects.push_back({p, size});
     }
@@ -67,14 +67,19 @@ TEST_F(HeapTest, ObjectsNeverOverlap) {
 
 TEST_F(HeapTest, SmallObjectsFillBlocksInAllocationOrder) {
   // Reap allocation: a fresh block hands out consecutive objects.
-  char* a = static_cast<char*>(heap_->alloc(40));
-  char* b = static_cast<char*>(heap_->alloc(40));
-  char* c = static_cast<char*>(heap_->alloc(40));
-  EXPECT_EQ(b - a, 40);
-  EXPECT_EQ(c - b, 40);
+  char* a = static_cast<char*>(heap_->alloc(48));
+  char* b = static_cast<char*>(heap_->alloc(48));
+  char* c = static_cast<char*>(heap_->alloc(48));
+  EXPECT_EQ(b - a, 48);
+  EXPECT_EQ(c - b, 48);
   // A freed object is reused first (the block's free list), before bumping.
   heap_->free(b);
-  EXPECT_EQ(heap_->alloc(40), b);
+  EXPECT_EQ(heap_->alloc(48), b);
+  // A size between two classes takes the next multiple of 16.
+  char* d = static_cast<char*>(heap_->alloc(40));
+  char* e = static_cast<char*>(heap_->alloc(40));
+  EXPECT_EQ(e - d, 48);
+  EXPECT_EQ(heap_->size(d), 48u);
 }
 
 TEST_F(HeapTest, AlignedAllocationUpToAndBeyondAPage) {
@@ -569,13 +574,13 @@ TEST_F(HeapTest, EmptyBlocksOfOneSizeServeAnotherSizeOfTheSameBlockLengthWithout
   for (void* p : first) emptied.insert(page_of(p));
   for (void* p : first) heap_->free(p);
   uint64_t in_use = heap_->stat().pages_in_use;
-  // Seven blocks' worth of 72-byte objects (56 to a block): from the blocks
+  // Seven blocks' worth of 80-byte objects (51 to a block): from the blocks
   // the 64-byte size emptied, not from the page heap.
   std::vector<void*> second;
-  for (int i = 0; i < 7 * 56; ++i) {
-    char* p = static_cast<char*>(heap_->alloc(72));
+  for (int i = 0; i < 7 * 51; ++i) {
+    char* p = static_cast<char*>(heap_->alloc(80));
     ASSERT_NE(p, nullptr);
-    std::memset(p, 0x5a, 72);
+    std::memset(p, 0x5a, 80);
     second.push_back(p);
   }
   EXPECT_EQ(heap_->stat().pages_in_use, in_use) << "the second size took new pages";
@@ -583,7 +588,7 @@ TEST_F(HeapTest, EmptyBlocksOfOneSizeServeAnotherSizeOfTheSameBlockLengthWithout
   for (void* p : second) from_emptied += emptied.count(page_of(p));
   EXPECT_EQ(from_emptied, second.size());
   for (void* p : second) {
-    EXPECT_EQ(heap_->size(p), 72u);
+    EXPECT_EQ(heap_->size(p), 80u);
     heap_->free(p);
   }
   heap_->compact();

@@ -68,14 +68,14 @@ TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
   // A heap with large sizes (16-32 KiB), so that every kind is counted.
   heap_ = std::move(Heap::create(HeapOptions{.params = testing::params_with_large_range()}).value());
   std::vector<void*> small, large, huge;
-  for (int i = 0; i < 1000; ++i) small.push_back(heap_->alloc(24));
-  for (int i = 0; i < 300; ++i) small.push_back(heap_->alloc(100));  // class 104
+  for (int i = 0; i < 1000; ++i) small.push_back(heap_->alloc(24));  // class 32
+  for (int i = 0; i < 300; ++i) small.push_back(heap_->alloc(100));  // class 112
   for (int i = 0; i < 70; ++i) small.push_back(heap_->alloc(5000));  // class 5120
   for (int i = 0; i < 50; ++i) large.push_back(heap_->alloc(20000));
   for (int i = 0; i < 3; ++i) huge.push_back(heap_->alloc(1 << 20));
   heap::CounterSnapshot c = heap_->counters();
-  EXPECT_EQ(c.classes[24 / heap::kGranule].allocs, 1000u);
-  EXPECT_EQ(c.classes[104 / heap::kGranule].allocs, 300u);
+  EXPECT_EQ(c.classes[32 / heap::kGranule].allocs, 1000u);
+  EXPECT_EQ(c.classes[112 / heap::kGranule].allocs, 300u);
   EXPECT_EQ(c.classes[heap::SizeClasses::class_of(5120)].allocs, 70u);
   EXPECT_EQ(c.large.allocs, 50u);
   EXPECT_GE(c.large.alloc_bytes, 50u * 20000);
@@ -86,8 +86,8 @@ TEST_F(TelemetryTest, CountersCountEveryAllocationAndFreeByClass) {
   for (void* p : large) heap_->free(p);
   for (void* p : huge) heap_->free(p);
   c = heap_->counters();
-  EXPECT_EQ(c.classes[24 / heap::kGranule].frees, 1000u);
-  EXPECT_EQ(c.classes[104 / heap::kGranule].frees, 300u);
+  EXPECT_EQ(c.classes[32 / heap::kGranule].frees, 1000u);
+  EXPECT_EQ(c.classes[112 / heap::kGranule].frees, 300u);
   EXPECT_EQ(c.classes[heap::SizeClasses::class_of(5000)].frees, 70u);
   EXPECT_EQ(c.large.frees, 50u);
   EXPECT_EQ(c.large.freed_bytes, c.large.alloc_bytes);

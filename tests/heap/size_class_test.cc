@@ -8,25 +8,38 @@
 namespace memd::heap {
 namespace {
 
-TEST(SizeClasses, ClassesAreEightBytesApartFromSixteen) {
+// Requests up to 512 bytes take the classes of multiples of 16, so every
+// object is 16-byte aligned (blocks start on pages) and none wastes more than
+// 15 bytes; the 8-byte classes between stay in the table for old regions.
+TEST(SizeClasses, RequestsTakeClassesSixteenBytesApartFromSixteen) {
   EXPECT_EQ(SizeClasses::class_of(0), 2u);
   EXPECT_EQ(SizeClasses::class_of(1), 2u);
   EXPECT_EQ(SizeClasses::class_of(16), 2u);
-  EXPECT_EQ(SizeClasses::class_of(17), 3u);
-  EXPECT_EQ(SizeClasses::class_of(24), 3u);
+  EXPECT_EQ(SizeClasses::class_of(17), 4u);
+  EXPECT_EQ(SizeClasses::class_of(24), 4u);
+  EXPECT_EQ(SizeClasses::class_of(32), 4u);
+  EXPECT_EQ(SizeClasses::class_of(33), 6u);
   EXPECT_EQ(SizeClasses::class_of(496), 62u);
+  EXPECT_EQ(SizeClasses::class_of(497), 64u);
   SizeClasses classes{HeapParams{}};
-  for (size_t size = 0; size <= 496; ++size) {
+  for (size_t size = 0; size <= 512; ++size) {
     const ClassInfo& c = classes.info(SizeClasses::class_of(size));
     EXPECT_GE(c.size, size);
-    EXPECT_LT(c.size, std::max<size_t>(size, 16) + 8);
+    EXPECT_LT(c.size, std::max<size_t>(size, 16) + 16);
+    EXPECT_EQ(c.size % 16, 0u) << size;
   }
+  // The odd classes keep their 8-byte spaced sizes, for blocks made before.
+  EXPECT_EQ(classes.info(3).size, 24u);
+  EXPECT_EQ(classes.info(63).size, 504u);
 }
 
 TEST(SizeClasses, SmallAndMediumBlocksFollowTheBoundaries) {
   HeapParams p;
   SizeClasses classes{p};
-  EXPECT_EQ(classes.info(SizeClasses::class_of(120)).block_pages, 1u);
+  EXPECT_EQ(classes.info(SizeClasses::class_of(112)).block_pages, 1u);
+  EXPECT_EQ(classes.info(3).block_pages, 1u);    // 24 bytes, a class of blocks made before
+  EXPECT_EQ(classes.info(15).block_pages, 1u);   // 120 = small_max
+  EXPECT_EQ(classes.info(SizeClasses::class_of(113)).block_pages, 4u);  // 128
   EXPECT_EQ(classes.info(SizeClasses::class_of(128)).block_pages, 4u);
   EXPECT_EQ(classes.kind_of(496), SizeKind::kSegregated);
   EXPECT_EQ(classes.kind_of(16385), SizeKind::kSegregated);
@@ -79,11 +92,13 @@ TEST(SizeClasses, AboveFiveHundredTwelveFourClassesPerDoubling) {
   EXPECT_EQ(SizeClasses::size_of_class(SizeClasses::class_of(8192)), 8192u);
   EXPECT_EQ(SizeClasses::size_of_class(SizeClasses::class_of(8193)), 10240u);
   EXPECT_EQ(SizeClasses::class_of(kMaxMediumMax), kMaxSegregatedClasses - 1);
-  // Every size maps to the smallest class that holds it, and classes grow.
+  // Every size maps to the smallest class handed out that holds it (up to
+  // 512, every other one), and classes grow.
   for (size_t size = kMinObject + 1; size <= kMaxMediumMax; ++size) {
     uint32_t cls = SizeClasses::class_of(size);
+    uint32_t below = cls < kLinearClasses ? cls - 2 : cls - 1;
     ASSERT_GE(SizeClasses::size_of_class(cls), size) << size;
-    ASSERT_LT(SizeClasses::size_of_class(cls - 1), size) << size;
+    ASSERT_LT(SizeClasses::size_of_class(below), size) << size;
     // No mid-size request wastes more than a quarter of its object.
     if (size > kLinearMax) {
       ASSERT_LE(SizeClasses::size_of_class(cls) - size, SizeClasses::size_of_class(cls) / 4) << size;

@@ -7,6 +7,7 @@
 // when each list has a pool of its own, near 0 when the lists interleave --
 // then walks and checks every list, and frees two of them from another
 // thread (remote frees into the pools' blocks) and the rest itself.
+#include <malloc.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -75,8 +76,10 @@ bool check(const List& l, int which) {
 
 double adjacent_share(const List& l) {
   int adjacent = 0, links = 0;
+  // Adjacent: one object's stride apart, which is its usable size (a 40-byte
+  // node takes the 48-byte class).
   for (const Node* n = l.head; n != nullptr && n->next != nullptr; n = n->next, ++links) {
-    adjacent += reinterpret_cast<uintptr_t>(n->next) - reinterpret_cast<uintptr_t>(n) == sizeof(Node);
+    adjacent += reinterpret_cast<uintptr_t>(n->next) - reinterpret_cast<uintptr_t>(n) == malloc_usable_size(const_cast<Node*>(n));
   }
   return links ? static_cast<double>(adjacent) / links : 0;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -234,6 +235,30 @@ void test_huge_requests() {
   errno = 0;
   p = valloc(opaque(SIZE_MAX - 100));
   CHECK(p == nullptr && errno == ENOMEM, "valloc(SIZE_MAX - 100) = %p errno %d", p, errno);
+}
+
+// malloc, calloc and realloc owe every object the alignment of any type it
+// could hold (C17 7.22.3): alignof(max_align_t), 16 on x86-64, for every
+// request over 8 bytes. Several objects of each size, so a class whose stride
+// is an odd multiple of 8 would show at its second object.
+void test_fundamental_alignment() {
+  const size_t want = alignof(std::max_align_t);
+  std::vector<void*> live;
+  for (size_t n = 1; n <= 2048; ++n) {
+    size_t a = n <= 8 ? 8 : want;
+    for (int k = 0; k < 4; ++k) {
+      void* p = malloc(n);
+      CHECK(p != nullptr && aligned(p, a), "malloc(%zu) = %p, not %zu-byte aligned", n, p, a);
+      live.push_back(p);
+    }
+    void* c = calloc(1, n);
+    CHECK(c != nullptr && aligned(c, a), "calloc(1, %zu) = %p, not %zu-byte aligned", n, c, a);
+    live.push_back(c);
+    void* r = realloc(malloc(n > 16 ? n / 2 : 1), n);
+    CHECK(r != nullptr && aligned(r, a), "realloc(.., %zu) = %p, not %zu-byte aligned", n, r, a);
+    live.push_back(r);
+  }
+  for (void* p : live) free(p);
 }
 
 void test_alignment() {
@@ -486,6 +511,7 @@ int main() {
   test_calloc();
   test_realloc();
   test_huge_requests();
+  test_fundamental_alignment();
   test_alignment();
   test_alignment_of_a_threads_first_allocation();
   test_usable_size();

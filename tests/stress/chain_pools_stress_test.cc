@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -134,7 +136,7 @@ TEST(ChainPoolsStress, ObjectsStayIntactAcrossThreadsAndTheChainsArePooled) {
   EXPECT_GE(st.mixed, 1u) << "the site of many sizes";
 
   // The layout, on the stressed heap: a pooled site's objects never lie
-  // beside the plain site's of the same size (their blocks are apart), and
+  // beside the plain site's of the same size (they are in other blocks), and
   // on a fresh heap they lie one after another.
   auto layout = [](Heap& h, int* adjacent, int* beside_other) {
     std::vector<char*> a, mixed;
@@ -144,9 +146,15 @@ TEST(ChainPoolsStress, ObjectsStayIntactAcrossThreadsAndTheChainsArePooled) {
     }
     std::set<char*> others(mixed.begin(), mixed.end());
     *adjacent = *beside_other = 0;
+    const auto stride = static_cast<ptrdiff_t>(h.size(a[0]));  // 24 bytes: the 32-byte class
     for (size_t i = 0; i < a.size(); ++i) {
-      *adjacent += i > 0 && a[i] - a[i - 1] == 24;
-      *beside_other += others.count(a[i] + 24) + others.count(a[i] - 24) > 0;
+      *adjacent += i > 0 && a[i] - a[i - 1] == stride;
+      // Beside: in the same block. The last object of a block whose class
+      // fills it exactly (32 bytes) lies against the next page's first.
+      auto same_page = [&](char* q) { return (reinterpret_cast<uintptr_t>(q) ^ reinterpret_cast<uintptr_t>(a[i])) < 4096; };
+      *beside_other += (others.count(a[i] + stride) && same_page(a[i] + stride)) +
+                           (others.count(a[i] - stride) && same_page(a[i] - stride)) >
+                       0;
     }
     for (char* p : a) h.free(p);
     for (char* p : mixed) h.free(p);

@@ -11,8 +11,8 @@
 
 struct chain_node {
   struct chain_node* next;
-  uint64_t payload[4];
-}; /* 40 bytes: a size class of its own */
+  uint64_t payload[5];
+}; /* 48 bytes: a size class of its own, so the stride is the size */
 
 typedef void* (*chain_alloc_fn)(void* owner, size_t size);
 typedef void (*chain_free_fn)(void* owner, void* p);
@@ -35,7 +35,7 @@ static double chain_lists_adjacency(chain_alloc_fn alloc, chain_free_fn release,
     struct chain_node* y = chain_node_b(alloc, owner);
     if (x == NULL || y == NULL) return -1;
     x->next = y->next = NULL;
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 5; ++k) {
       x->payload[k] = (uint64_t)i * 2;
       y->payload[k] = (uint64_t)i * 2 + 1;
     }
@@ -47,7 +47,7 @@ static double chain_lists_adjacency(chain_alloc_fn alloc, chain_free_fn release,
   int adjacent = 0, links = 0, i = 0;
   double result = 0;
   for (struct chain_node* x = a; x != NULL; x = x->next, ++i) {
-    if (x->payload[0] != (uint64_t)i * 2 || x->payload[3] != (uint64_t)i * 2) result = -1;
+    if (x->payload[0] != (uint64_t)i * 2 || x->payload[4] != (uint64_t)i * 2) result = -1;
     if (x->next != NULL) {
       ++links;
       adjacent += (uintptr_t)x->next - (uintptr_t)x == sizeof(struct chain_node);
