@@ -28,8 +28,8 @@ bool debug_layout(size_t size, size_t align, DebugLayout* out) {
   if (align > 16) lead = (kDebugHeadBytes + align - 1) / align * align - kDebugHeadBytes;
   size_t overhead = lead + kDebugHeadBytes + kDebugGuardBytes;
   if (size > SIZE_MAX - overhead - 15 || lead > UINT32_MAX) return false;
-  // A multiple of 16: the heap's segregated classes are 8 bytes apart, and
-  // only a multiple of 16 keeps the user's bytes 16-byte aligned.
+  // A multiple of 16, so that the user's bytes stay 16-byte aligned in
+  // whatever carries the block (a class, a method's chunk).
   *out = {(size + overhead + 15) & ~size_t{15}, align > 16 ? align : 0, static_cast<uint32_t>(lead)};
   return true;
 }

@@ -71,7 +71,7 @@ void* alloc_slow(size_t size, size_t align, bool zero) {
   ThreadHeap* h = heap_slow(&reentered);
   if (h == nullptr) return reentered ? memd::client::bootstrap_alloc(size, align) : nullptr;
   // Any alignment asked for goes to alloc_aligned, which knows which size
-  // classes keep it (16 bytes is not kept by the 24-byte class).
+  // classes keep it (every one keeps 16; larger, only some).
   if (align != 0) return h->alloc_aligned(size, align);
   return zero ? h->alloc_zeroed(size) : h->alloc(size);
 }

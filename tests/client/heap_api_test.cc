@@ -103,8 +103,9 @@ TEST_F(HeapTest, AlignedAllocationUpToAndBeyondAPage) {
 // With sampling off the countdown still runs out, every
 // kSamplingProbeBytes on average, to look whether sampling was turned on; the
 // allocation made then keeps its alignment like any other. One plain 24-byte
-// object first, so the next object of the 24-byte class is not 16-byte
-// aligned: a 16-byte request must not be served from that class.
+// object first: when classes were 8 bytes apart it left the next object of
+// its class 8-byte aligned, and a 16-byte request must never get such an
+// object.
 TEST_F(HeapTest, AlignmentHoldsWhenTheSamplingCountdownRunsOut) {
   void* plain = heap_->alloc(24);
   ASSERT_NE(plain, nullptr);

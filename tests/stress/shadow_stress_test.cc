@@ -55,12 +55,12 @@ bool intact(const Shadow& s, size_t filled, size_t upto) {
 }
 
 // Per-mille shares of requests by the default boundaries: small (to 128 B),
-// medium (the 8-byte classes to 512 B), mid (the classes four per doubling,
+// medium (the classes 16 bytes apart to 512 B), mid (the classes four per doubling,
 // to 16 KiB), large (to 32 KiB); the rest are huge, half of them of a few
 // sizes close together (what a thread's huge-run cache reuses), half spread
 // to 1 MiB.
-// With phase_ops, every request is small and comes from one 8-byte class
-// of 64-120 B (one-page blocks) that changes every phase_ops operations: a
+// With phase_ops, every request is small and comes from one class
+// of 64-112 B (one-page blocks) that changes every phase_ops operations: a
 // size's blocks empty while the next size asks for blocks of the same
 // length, which the thread's lookaside of empty blocks hands over.
 struct SizeMix {
@@ -73,7 +73,7 @@ constexpr SizeMix kHugeHeavy{100, 50, 50, 50};
 constexpr SizeMix kSmallPhases{1000, 0, 0, 0, 2000};
 
 size_t random_size(std::mt19937_64& rng, const SizeMix& mix, long op) {
-  if (mix.phase_ops > 0) return 57 + 8 * static_cast<size_t>((op / mix.phase_ops) % 8) + rng() % 8;
+  if (mix.phase_ops > 0) return 49 + 16 * static_cast<size_t>((op / mix.phase_ops) % 4) + rng() % 16;
   uint64_t r = rng() % 1000;
   if (r < uint64_t(mix.small)) return rng() % 129;
   if (r < uint64_t(mix.small + mix.medium)) return 128 + rng() % 385;
