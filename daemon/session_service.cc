@@ -80,10 +80,12 @@ grpc::Status SessionService::Open(grpc::ServerContext* context,
     state_->telemetry->report(who, reportable, request.telemetry(), state_->config->telemetry_bytes_per_session,
                               state_->config->telemetry_bytes_per_uid);
   }
-  state_->sessions->end((*s)->id);
+  // Telemetry first: once the session leaves the table, /metrics no longer
+  // counts it as connected, and by then its stored bytes must be gone too.
   if (state_->telemetry != nullptr) {
     state_->telemetry->end_session((*s)->id, state_->config->telemetry_bytes_per_session);
   }
+  state_->sessions->end((*s)->id);
   return call.finish("Session", grpc::Status::OK);
 }
 
