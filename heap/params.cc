@@ -16,7 +16,9 @@ bool params_valid(const HeapParams& p) {
          p.small_max < p.medium_max && p.medium_max <= kMaxMediumMax &&
          // a mid-size block of at most kMaxMidBlockPages must hold kMinObjectsPerMidBlock
          p.medium_max <= kMaxMidBlockPages * kPageSize / kMinObjectsPerMidBlock &&
-         SizeClasses::size_of_class(SizeClasses::class_of(p.medium_max)) == p.medium_max &&
+         // the table ends at a class (an odd multiple of 8 up to 504: a
+         // region made when requests took those classes, size_class.h)
+         SizeClasses::is_class_size(p.medium_max) &&
          // large objects above medium_max, or none
          (p.medium_max == p.large_max || (has_large_sizes(p) && p.large_max <= kLargeMaxLimit)) &&
          p.small_block_pages >= 1 &&

@@ -31,7 +31,9 @@ uint32_t mid_block_pages(uint32_t size, uint32_t min_pages, uint32_t wanted) {
 }  // namespace
 
 SizeClasses::SizeClasses(const HeapParams& params)
-    : medium_max_(params.medium_max), large_max_(params.large_max) {
+    : medium_max_(serving_max(params.medium_max)),
+      last_class_(table_end(params.medium_max)),
+      large_max_(params.large_max) {
   for (uint32_t cls = first_class(); cls <= last_class(); ++cls) {
     ClassInfo& c = info_[cls];
     c.size = size_of_class(cls);

@@ -89,13 +89,30 @@ class SizeClasses {
     uint32_t k = cls - kLinearClasses;
     return (5 + k % 4) << (k / 4 + 7);
   }
+  // The index of the last class of a table that ends at `medium_max` (a
+  // class size).
+  static constexpr uint32_t table_end(uint32_t medium_max) {
+    return medium_max <= kLinearMax ? medium_max / kGranule : class_of(medium_max);
+  }
+  // The largest request a table ending at `medium_max` serves from a class.
+  // A region made when requests took the classes 8 bytes apart may end its
+  // table at an odd multiple of 8 (24, 40, ..., 504), a class no request
+  // takes now: the class below is the last one served, and the 8 bytes
+  // between go to the large path (with no large sizes, large blocks take
+  // any size up to medium_max).
+  static constexpr uint32_t serving_max(uint32_t medium_max) {
+    return medium_max <= kLinearMax ? medium_max / kObjectAlign * kObjectAlign : medium_max;
+  }
   SizeKind kind_of(size_t size) const {
     if (size <= medium_max_) return SizeKind::kSegregated;
     return size <= large_max_ ? SizeKind::kLarge : SizeKind::kHuge;
   }
   const ClassInfo& info(uint32_t cls) const { return info_[cls]; }
   uint32_t first_class() const { return kMinObject / kGranule; }
-  uint32_t last_class() const { return class_of(medium_max_); }
+  // The table's last class (the params' medium_max): blocks of every class
+  // up to it may be in the region.
+  uint32_t last_class() const { return last_class_; }
+  // The largest request served from a class (serving_max of the params').
   uint32_t medium_max() const { return medium_max_; }
   uint32_t large_max() const { return large_max_; }
 
@@ -107,6 +124,7 @@ class SizeClasses {
 
  private:
   uint32_t medium_max_;
+  uint32_t last_class_;
   uint32_t large_max_;
   ClassInfo info_[kMaxSegregatedClasses];
 };
@@ -115,6 +133,9 @@ static_assert(SizeClasses::class_of(kMaxMediumMax) == kMaxSegregatedClasses - 1)
 static_assert(SizeClasses::size_of_class(kMaxSegregatedClasses - 1) == kMaxMediumMax);
 static_assert(SizeClasses::size_of_class(SizeClasses::class_of(17)) == 32 &&
               SizeClasses::size_of_class(SizeClasses::class_of(8)) == kMinObject);
+static_assert(SizeClasses::table_end(504) == 63 && SizeClasses::serving_max(504) == 496 &&
+              SizeClasses::table_end(kMaxMediumMax) == kMaxSegregatedClasses - 1 &&
+              SizeClasses::serving_max(kMaxMediumMax) == kMaxMediumMax);
 static_assert(SizeClasses::class_of(513) == kLinearClasses && SizeClasses::size_of_class(kLinearClasses) == 640);
 
 }  // namespace memd::heap

@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "heap/size_class.h"
@@ -106,6 +108,83 @@ TEST_F(OddClassTest, AnEmptiedOddClassBlockServesAClassHandedOutNow) {
   }
   expect_consistent();
 }
+
+// A region made when requests took the classes 8 bytes apart, with a
+// medium_max that is itself an odd multiple of 8: its table ends at a class
+// no request takes now. It opens; requests up to the class below are served
+// from classes, the 8 bytes between from the large path, every object 16-byte
+// aligned; blocks of its last class (made with alloc_segregated, as the old
+// mapping did) are still freed and recovered.
+struct OddTableEnd {
+  uint32_t small_max, medium_max, large_max;
+};
+
+class OddTableEndTest : public ThreadHeapFixture, public ::testing::WithParamInterface<OddTableEnd> {
+ protected:
+  OddTableEndTest() {
+    params_.small_max = GetParam().small_max;
+    params_.medium_max = GetParam().medium_max;
+    params_.large_max = GetParam().large_max;
+  }
+};
+
+TEST_P(OddTableEndTest, TheRegionOpensAndServesEverySizeAligned) {
+  ASSERT_TRUE(params_valid(params_));
+  char why[256] = "";
+  EXPECT_EQ(region_validate(*r().header, source_.reserved_bytes(), why, sizeof why), FormatError::kOk) << why;
+  const uint32_t m = params_.medium_max;
+  EXPECT_EQ(pages_.classes().last_class(), m / kGranule);
+  EXPECT_EQ(pages_.classes().medium_max(), m - kGranule);
+  std::vector<std::pair<char*, size_t>> live;
+  for (size_t size = 1; size <= 2 * m + 64; ++size) {
+    auto* p = static_cast<char*>(heap_->alloc(size));
+    ASSERT_NE(p, nullptr) << size;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u) << size;
+    ASSERT_GE(heap_->usable_size(p), size);
+    PageKind kind = heap_->locate(p).kind;
+    if (size <= m - kGranule) {
+      EXPECT_EQ(kind, PageKind::kSegregated) << size;
+      EXPECT_EQ(heap_->usable_size(p) % kObjectAlign, 0u) << size;
+    } else if (size <= m) {
+      EXPECT_EQ(kind, PageKind::kLarge) << size;  // the 8 bytes below the old last class
+    } else {
+      EXPECT_NE(kind, PageKind::kSegregated) << size;
+    }
+    std::memset(p, static_cast<int>(size), size);
+    live.emplace_back(p, size);
+  }
+  for (auto [p, size] : live) {
+    ASSERT_EQ(p[size - 1], static_cast<char>(size));
+    EXPECT_EQ(heap_->free(p), FreeStatus::kOk) << size;
+  }
+  expect_consistent();
+}
+
+TEST_P(OddTableEndTest, ObjectsOfItsLastClassAreFreedAndRecovered) {
+  const uint32_t last = pages_.classes().last_class();
+  ASSERT_EQ(SizeClasses::size_of_class(last), params_.medium_max);
+  std::vector<char*> objs = alloc_old(heap_, last, 64, 'l');
+  ASSERT_EQ(objs.size(), 64u);
+  for (char* p : objs) EXPECT_EQ(heap_->usable_size(p), params_.medium_max);
+  for (size_t i = 0; i < objs.size(); i += 2) EXPECT_EQ(heap_->free(objs[i]), FreeStatus::kOk);
+  EXPECT_EQ(heap_->free(objs[0]), FreeStatus::kDoubleFree);
+  RecoveryReport rep = recover();
+  EXPECT_EQ(rep.leaked_objects, 0u);
+  expect_consistent();
+  for (size_t i = 1; i < objs.size(); i += 2) {
+    EXPECT_EQ(heap_->validate(objs[i]), FreeStatus::kOk);
+    EXPECT_EQ(objs[i][params_.medium_max - 1], 'l');
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, OddTableEndTest,
+                         ::testing::Values(OddTableEnd{256, 504, 504},    // no large sizes
+                                           OddTableEnd{256, 504, 8192},   // large sizes above it
+                                           OddTableEnd{16, 24, 24}),      // the smallest there can be
+                         [](const auto& info) {
+                           return "Medium" + std::to_string(info.param.medium_max) + "Large" +
+                                  std::to_string(info.param.large_max);
+                         });
 
 }  // namespace
 }  // namespace memd::heap

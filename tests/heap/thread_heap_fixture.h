@@ -20,15 +20,17 @@ namespace memd::heap {
 
 class ThreadHeapFixture : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(source_.reserve(size_t{256} << 20));
-    HeapParams params;
-    params.discard_mode = DiscardMode::kNever;
+  ThreadHeapFixture() {
+    params_.discard_mode = DiscardMode::kNever;
     // With a large range (16-32 KiB), as the defaults had before classes
     // reached 64 KiB: tests here take the large path with sizes in it.
-    params.medium_max = 16384;
-    params.large_max = 32768;
-    ASSERT_TRUE(region_format(source_, params, 16, 0xfeed));
+    params_.medium_max = 16384;
+    params_.large_max = 32768;
+  }
+  // A test's own parameters: set params_ in its fixture's constructor.
+  void SetUp() override {
+    ASSERT_TRUE(source_.reserve(size_t{256} << 20));
+    ASSERT_TRUE(region_format(source_, params_, 16, 0xfeed));
     pages_.init(&source_, Region::attach(source_.base()));
     ASSERT_TRUE(pool_.init(r(), &pages_.classes(), &pages_, kProcessHolder));
     heap_ = pool_.attach_thread();
@@ -66,6 +68,7 @@ class ThreadHeapFixture : public ::testing::Test {
     EXPECT_TRUE(region_check(r(), pages_.classes(), msg, sizeof msg)) << msg;
   }
 
+  HeapParams params_;
   disciplines::AnonymousSource source_;
   region::PageHeapOwner pages_;
   region::ThreadHeapPool pool_;
