@@ -277,8 +277,14 @@ void* ThreadHeap::alloc_huge(size_t size, size_t align, bool* zeroed) {
     // A run this thread freed, of this size or a little more: no lock, no
     // descriptor writes, no faults.
     run = huge_cache_take(pages, align_pages);
-    if (run == kNoPage) huge_cache_release_stale();
+  } else {
+    ++huge_cache_.clock;
   }
+  // A miss of any size: kept runs stale by now go back first, so that the
+  // page heap can place this request in them or beside them. Past only the
+  // misses of cacheable sizes, runs piled up while bigger requests grew the
+  // heap (wl_large_buffers, 64 KiB-4 MiB: peak RSS 1.27x glibc's).
+  if (run == kNoPage && huge_cache_.count > 0) huge_cache_release_stale();
   if (run != kNoPage) {
     region_.block(run).owner_word.store(0, std::memory_order_relaxed);
     if (zeroed) *zeroed = false;

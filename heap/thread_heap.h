@@ -522,8 +522,8 @@ class ThreadHeap {
   // allocated in its last window of this many (or in the window under way,
   // if more), and never less than kHugeCachePages: sized by recent demand.
   static constexpr uint32_t kHugeDemandWindow = 32;
-  // At a miss, a kept run that more than this many cacheable huge
-  // allocations have passed by (this one included) goes back to the page
+  // At a miss, a kept run that more than this many huge allocations have
+  // passed by (this one included) goes back to the page
   // heap before the page heap is asked. Where sizes keep changing (buffers
   // that grow, sizes drawn at random) a kept run fits no later request; kept
   // aside, it splits the free space and the page heap grows for the request
@@ -537,7 +537,7 @@ class ThreadHeap {
     PageIndex runs[kHugeCacheSlots];
     uint32_t kept_at[kHugeCacheSlots];  // `clock` when each run was kept
     uint32_t count = 0;
-    uint32_t clock = 0;          // cacheable huge allocations so far
+    uint32_t clock = 0;          // huge allocations so far
     uint32_t pages = 0;          // held in all
     uint32_t window_allocs = 0;  // cacheable huge allocations in the window under way
     uint32_t window_pages = 0;   // and their pages

@@ -640,6 +640,24 @@ TEST_F(HeapTest, AKeptHugeRunThatRequestsOfOtherSizesPassByGoesBackToThePageHeap
   ExpectConsistent();
 }
 
+TEST_F(HeapTest, AKeptHugeRunGoesBackWhenRequestsTooBigToKeepPassBy) {
+  // Buffers of 64 KiB-4 MiB replaced at random: the requests over 1 MiB are
+  // never served from what a thread keeps, but they count as passing a kept
+  // run by, and it goes back at the second of them as at any miss.
+  void* p = heap_->alloc(50 * 4096);
+  heap_->free(p);
+  uint64_t in_use = heap_->stat().pages_in_use;  // the kept run counts as in use
+  void* a = heap_->alloc(300 * 4096);            // past the 256 pages a thread keeps
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use + 300) << "the run freed just before was given back";
+  void* b = heap_->alloc(400 * 4096);
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use + 300 + 400 - 50) << "the passed-by run is still kept";
+  heap_->free(a);
+  heap_->free(b);
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, AHugeRunFreedJustBeforeAMissIsStillThereForTheNextRequest) {
   // free(old); alloc(other size); alloc(old size): the pattern of two
   // buffers replaced in turn. The miss between must not give the run back.
