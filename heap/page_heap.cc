@@ -327,6 +327,56 @@ PageCount align_skip(const Region& r, PageIndex p, PageCount align) {
   return {static_cast<uint32_t>((align.value - page_number % align.value) % align.value)};
 }
 
+// Where no free run fits `n` pages: the free run at the top of the committed
+// pages, if there is one, with just enough new pages after it. Growing by
+// the whole request instead leaves that run aside, and when it is dirty
+// (resident) a program whose big buffers come and go over a range of sizes
+// touches ever more pages: each miss faults in new ones while the freed
+// ones wait for a request they fit. Returns false when there is no free run
+// at the top (the caller grows as before); else *out is the allocation, or
+// kNoPage with errno ENOMEM when growing or recommitting failed.
+bool take_top_and_grow(const Region& r, MemorySource& source, PageCount n, PageKind kind, uint16_t cls,
+                       RunAllocation* out) {
+  const uint32_t committed = r.committed_pages();
+  PageIndex top = committed > 0 ? free_run_at(r, PageIndex{committed - 1}) : kNoPage;
+  if (top == kNoPage) return false;
+  *out = {};
+  const uint8_t top_state = r.block(top).run_state;
+  const PageCount have = run_length(r, top, r.block(top).pages);
+  if (have.value < n.value) {
+    if (!grow(r, source, PageCount{n.value - have.value})) {
+      errno = ENOMEM;
+      return true;
+    }
+    if (is_dirty(top_state)) {
+      // Fresh pages do not merge with a dirty run: take the run whole and
+      // the first of them.
+      PageIndex fresh{committed};
+      PageCount from_fresh{n.value - have.value};
+      if (needs_recommit(source, kRunFresh) && !source.recommit(data_offset_of(r, fresh), from_fresh.bytes())) {
+        errno = ENOMEM;
+        return true;
+      }
+      run_remove(r, top);
+      take_from_run(r, fresh, PageCount{0}, from_fresh);
+      mark_in_use(r, top, n, kind, cls);
+      *out = {top, false};
+      return true;
+    }
+    // A clean run merged with them.
+    top = free_run_at(r, PageIndex{committed - 1});
+  }
+  const uint8_t state = r.block(top).run_state;
+  if (needs_recommit(source, state) && !source.recommit(data_offset_of(r, top), n.bytes())) {
+    errno = ENOMEM;
+    return true;
+  }
+  take_from_run(r, top, PageCount{0}, n);
+  mark_in_use(r, top, n, kind, cls);
+  *out = {top, !is_dirty(state)};
+  return true;
+}
+
 }  // namespace
 
 RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n,
@@ -352,6 +402,8 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
       (dirty == kNoPage || (r.block(clean).pages.value == need.value && r.block(dirty).pages.value != need.value))) {
     run = clean;
   }
+  RunAllocation top;
+  if (run == kNoPage && align.value == 1 && take_top_and_grow(r, source, n, kind, cls, &top)) return top;
   if (run == kNoPage) {
     if (!grow(r, source, need)) return {};
     run = bins_find(r, r.header->page_heap.clean, need);

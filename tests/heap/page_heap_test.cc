@@ -79,6 +79,45 @@ TEST_F(PageHeapTest, FreedRunsCoalesceAndAreReusedBeforeGrowing) {
   ExpectConsistent();
 }
 
+// A request no free run fits, with a free run at the top of the committed
+// pages: the region grows only by what that run lacks. A dirty top run (the
+// pages of a freed buffer, resident) is taken whole with the first fresh
+// pages after it, not left aside while the request faults in new ones.
+TEST_F(PageHeapTest, AMissGrowsOnlyPastTheFreeRunAtTheTop) {
+  PageIndex low = Alloc(4);
+  const uint32_t committed = state().committed_pages.load();
+  ASSERT_GT(committed, 8u);
+  PageIndex top = Alloc(committed - 4);  // up to the top
+  ASSERT_EQ(top.value + (committed - 4), committed);
+  std::memset(region_.page_address(top), 0x6b, kPageSize);
+  page_heap_free(region_, top, PageCount{committed - 4}, 0);
+  const uint32_t want = committed + committed / 2;  // more than the dirty run
+  RunAllocation a = page_heap_alloc(region_, source_, PageCount{want}, PageKind::kHuge, 0);
+  ASSERT_NE(a.first, kNoPage);
+  EXPECT_EQ(a.first, top) << "the dirty run at the top was left aside";
+  EXPECT_FALSE(a.zeroed);
+  EXPECT_EQ(region_.page_address(a.first)[0], 0x6b);
+  EXPECT_LT(state().committed_pages.load(), top.value + want + committed / 2) << "grew by the whole request";
+  EXPECT_EQ(state().dirty_pages, 0u);
+  EXPECT_EQ(state().in_use_pages, 4 + want);
+  for (uint32_t i = 0; i < want; ++i) ASSERT_EQ(region_.page(a.first + PageCount{i}).block, a.first.value) << i;
+  ExpectConsistent();
+  // A clean (fresh) run at the top merges with the new pages.
+  const uint32_t now = state().committed_pages.load();
+  const uint32_t top_free = now - (a.first.value + want);
+  ASSERT_GT(top_free, 0u);
+  RunAllocation b = page_heap_alloc(region_, source_, PageCount{top_free + 10}, PageKind::kHuge, 0);
+  ASSERT_NE(b.first, kNoPage);
+  EXPECT_EQ(b.first.value, a.first.value + want);
+  EXPECT_TRUE(b.zeroed);
+  ExpectConsistent();
+  page_heap_free(region_, low, PageCount{4}, 0);
+  page_heap_free(region_, a.first, PageCount{want}, 0);
+  page_heap_free(region_, b.first, PageCount{top_free + 10}, 0);
+  EXPECT_EQ(state().in_use_pages, 0u);
+  ExpectConsistent();
+}
+
 TEST_F(PageHeapTest, AlignedRunsStartOnTheAlignment) {
   Alloc(1);
   for (uint32_t align : {2u, 8u, 64u, 512u}) {
