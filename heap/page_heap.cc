@@ -332,49 +332,37 @@ PageCount align_skip(const Region& r, PageIndex p, PageCount align) {
 // the whole request instead leaves that run aside, and when it is dirty
 // (resident) a program whose big buffers come and go over a range of sizes
 // touches ever more pages: each miss faults in new ones while the freed
-// ones wait for a request they fit. Returns false when there is no free run
-// at the top (the caller grows as before); else *out is the allocation, or
-// kNoPage with errno ENOMEM when growing or recommitting failed.
-bool take_top_and_grow(const Region& r, MemorySource& source, PageCount n, PageKind kind, uint16_t cls,
-                       RunAllocation* out) {
+// ones wait for a request they fit.
+struct TopRun {
+  PageIndex run = kNoPage;  // a free run of at least n pages at the top, to take from its start
+  bool done = false;        // else: `allocation` is the answer (taken here, or failed)
+  RunAllocation allocation;
+};
+TopRun top_run_with_room(const Region& r, MemorySource& source, PageCount n, PageKind kind, uint16_t cls) {
   const uint32_t committed = r.committed_pages();
   PageIndex top = committed > 0 ? free_run_at(r, PageIndex{committed - 1}) : kNoPage;
-  if (top == kNoPage) return false;
-  *out = {};
+  if (top == kNoPage) return {};  // the caller grows by the whole request
   const uint8_t top_state = r.block(top).run_state;
   const PageCount have = run_length(r, top, r.block(top).pages);
-  if (have.value < n.value) {
-    if (!grow(r, source, PageCount{n.value - have.value})) {
-      errno = ENOMEM;
-      return true;
-    }
-    if (is_dirty(top_state)) {
-      // Fresh pages do not merge with a dirty run: take the run whole and
-      // the first of them.
-      PageIndex fresh{committed};
-      PageCount from_fresh{n.value - have.value};
-      if (needs_recommit(source, kRunFresh) && !source.recommit(data_offset_of(r, fresh), from_fresh.bytes())) {
-        errno = ENOMEM;
-        return true;
-      }
-      run_remove(r, top);
-      take_from_run(r, fresh, PageCount{0}, from_fresh);
-      mark_in_use(r, top, n, kind, cls);
-      *out = {top, false};
-      return true;
-    }
-    // A clean run merged with them.
-    top = free_run_at(r, PageIndex{committed - 1});
-  }
-  const uint8_t state = r.block(top).run_state;
-  if (needs_recommit(source, state) && !source.recommit(data_offset_of(r, top), n.bytes())) {
+  if (have.value >= n.value) return {top, false, {}};
+  TopRun failed{kNoPage, true, {}};
+  if (!grow(r, source, PageCount{n.value - have.value})) {
     errno = ENOMEM;
-    return true;
+    return failed;
   }
-  take_from_run(r, top, PageCount{0}, n);
+  if (!is_dirty(top_state)) return {free_run_at(r, PageIndex{committed - 1}), false, {}};  // merged with them
+  // Fresh pages do not merge with a dirty run: take the run whole and the
+  // first of them.
+  PageIndex fresh{committed};
+  PageCount from_fresh{n.value - have.value};
+  if (needs_recommit(source, kRunFresh) && !source.recommit(data_offset_of(r, fresh), from_fresh.bytes())) {
+    errno = ENOMEM;
+    return failed;
+  }
+  run_remove(r, top);
+  take_from_run(r, fresh, PageCount{0}, from_fresh);
   mark_in_use(r, top, n, kind, cls);
-  *out = {top, !is_dirty(state)};
-  return true;
+  return {kNoPage, true, {top, false}};
 }
 
 }  // namespace
@@ -402,8 +390,11 @@ RunAllocation page_heap_alloc(const Region& r, MemorySource& source, PageCount n
       (dirty == kNoPage || (r.block(clean).pages.value == need.value && r.block(dirty).pages.value != need.value))) {
     run = clean;
   }
-  RunAllocation top;
-  if (run == kNoPage && align.value == 1 && take_top_and_grow(r, source, n, kind, cls, &top)) return top;
+  if (run == kNoPage && align.value == 1) {
+    TopRun top = top_run_with_room(r, source, n, kind, cls);
+    if (top.done) return top.allocation;
+    run = top.run;
+  }
   if (run == kNoPage) {
     if (!grow(r, source, need)) return {};
     run = bins_find(r, r.header->page_heap.clean, need);

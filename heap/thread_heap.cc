@@ -168,12 +168,15 @@ void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
       refresh_cur(cl);
       continue;
     }
-    PageIndex parked = unpark_block(PageCount{info.block_pages}, static_cast<uint16_t>(cls));
+    bool intact = false;
+    PageIndex parked = unpark_block(PageCount{info.block_pages}, static_cast<uint16_t>(cls), &intact);
     AcquiredBlock got = parked != kNoPage ? AcquiredBlock{parked, false, false}
                                           : source_->acquire(PageKind::kSegregated, static_cast<uint16_t>(cls), id_);
     if (got.first == kNoPage) return nullptr;
     BlockDesc& b = region_.block(got.first);
-    if (got.adopted) {
+    if (intact) {
+      // Its free list serves as it is (unpark_block).
+    } else if (got.adopted) {
       block_collect_remote(b, region_.page_address(got.first));
       b.flags &= ~(kBlockFull | kBlockCached);
     } else {

@@ -499,9 +499,13 @@ class ThreadHeap {
   // parked go back to make room). False, with nothing changed, where the
   // lookaside is off or a notification for b is in flight.
   bool park_block(ClassList& cl, BlockDesc& b);
-  // A parked block of `pages` pages, its descriptors naming class `cls`
-  // (the caller formats it); kNoPage if none, the stale ones given back.
-  PageIndex unpark_block(PageCount pages, uint16_t cls);
+  // A parked block of `pages` pages, its descriptors naming class `cls`;
+  // kNoPage if none, the stale ones given back. `*intact`: it was a block of
+  // `cls` whose free list holds every object it handed out, to be used as it
+  // is; else the caller formats it.
+  PageIndex unpark_block(PageCount pages, uint16_t cls, bool* intact);
+  // Whether empty block b of this heap can serve again without block_init.
+  bool reusable_unformatted(const BlockDesc& b) const;
   // Gives parked block i back to the page heap, unless a notification for
   // it is in flight. Returns whether it did.
   bool release_parked(uint32_t i);

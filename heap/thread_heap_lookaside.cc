@@ -38,16 +38,29 @@ bool ThreadHeap::park_block(ClassList& cl, BlockDesc& b) {
   return true;
 }
 
-PageIndex ThreadHeap::unpark_block(PageCount pages, uint16_t cls) {
+PageIndex ThreadHeap::unpark_block(PageCount pages, uint16_t cls, bool* intact) {
   ParkedBlocks& k = parked_;
+  *intact = false;
   if (k.count == 0) return kNoPage;
   ++k.clock;
-  // The newest first: its lines are the likeliest to be cached still.
+  // A block of the class itself first, whose free list is whole: it needs
+  // no formatting, and its objects come from the inline path. Else the
+  // newest of the length: its lines are the likeliest to be cached still.
+  uint32_t pick = k.count;
   for (uint32_t i = k.count; i-- > 0;) {
-    PageIndex p = k.blocks[i];
-    BlockDesc& b = region_.block(p);
+    const BlockDesc& b = region_.block(k.blocks[i]);
     if (b.pages != pages) continue;
-    k.remove(i, pages.value);
+    if (pick == k.count) pick = i;
+    if (b.cls == cls && reusable_unformatted(b)) {
+      pick = i;
+      *intact = true;
+      break;
+    }
+  }
+  if (pick != k.count) {
+    PageIndex p = k.blocks[pick];
+    BlockDesc& b = region_.block(p);
+    k.remove(pick, pages.value);
     b.flags = static_cast<uint8_t>(b.flags & ~kBlockParked);
     if (b.cls != cls) {
       // As the page heap marks a run in use: every page but the first, then
@@ -64,6 +77,15 @@ PageIndex ThreadHeap::unpark_block(PageCount pages, uint16_t cls) {
     if (k.clock - k.parked_at[i] <= kParkedMaxAge || !release_parked(i)) ++i;
   }
   return kNoPage;
+}
+
+bool ThreadHeap::reusable_unformatted(const BlockDesc& b) const {
+  // Every object it ever handed out came back to its own free list (used
+  // 0), none waits on the remote list or half taken off it, and no
+  // notification is in flight: the list and the bump bound describe the
+  // block as block_init would leave it, but for the objects' order.
+  return b.used == 0 && b.remote.load(std::memory_order_relaxed) == 0 && b.taken == 0 &&
+         b.owner_word.load(std::memory_order_acquire) == (id_ << 1);
 }
 
 bool ThreadHeap::release_parked(uint32_t i) {

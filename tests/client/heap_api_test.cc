@@ -5,9 +5,11 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <vector>
@@ -618,6 +620,50 @@ TEST_F(HeapTest, AFreeIntoABlockKeptEmptyIsADoubleFreeAndTheBlockServesAnotherSi
     EXPECT_EQ(static_cast<unsigned char>(p[95]), v);
   }
   for (auto& [p, v] : second) heap_->free(p);
+  ExpectConsistent();
+}
+
+// A block parked empty that comes back to its own size serves from the free
+// list its frees built (last freed first, from the inline path), not
+// formatted back to bump allocation (first object first, through the slow
+// path for every object). Its frees stay checked: an object on that list
+// freed again is a double free.
+TEST_F(HeapTest, AnEmptyBlockBackToItsOwnSizeServesItsFreeListAsItIs) {
+  std::vector<char*> first;
+  for (int i = 0; i < 10 * 64; ++i) first.push_back(static_cast<char*>(heap_->alloc(64)));  // ten blocks
+  std::set<uintptr_t> pages;
+  for (char* p : first) pages.insert(page_of(p));
+  ASSERT_EQ(pages.size(), 10u);
+  std::sort(first.begin(), first.end());
+  for (char* p : first) heap_->free(p);  // in address order: each block's last object freed last
+  uint64_t in_use = heap_->stat().pages_in_use;
+  std::map<uintptr_t, std::vector<char*>> served;  // page -> its objects in the order they came
+  std::vector<char*> second;
+  for (int i = 0; i < 10 * 64; ++i) {
+    char* p = static_cast<char*>(heap_->alloc(64));
+    ASSERT_NE(p, nullptr);
+    second.push_back(p);
+    served[page_of(p)].push_back(p);
+  }
+  EXPECT_EQ(heap_->stat().pages_in_use, in_use) << "the second round took new pages";
+  EXPECT_EQ(served.size(), 10u);
+  for (auto& [page, objects] : served) {
+    ASSERT_EQ(objects.size(), 64u) << "page " << page;
+    EXPECT_TRUE(std::is_sorted(objects.rbegin(), objects.rend()))
+        << "the block of page " << page << " was formatted: its objects came first object first";
+  }
+  // Half of each block back; its freed objects freed again are double frees.
+  for (auto& [page, objects] : served) {
+    for (size_t k = 0; k < objects.size(); k += 2) heap_->free(objects[k]);
+  }
+  unsigned long errors = region::error_count();
+  for (auto& [page, objects] : served) heap_->free(objects[0]);
+  EXPECT_EQ(region::error_count(), errors + 10);
+  for (auto& [page, objects] : served) {
+    for (size_t k = 1; k < objects.size(); k += 2) heap_->free(objects[k]);
+  }
+  heap_->compact();
+  EXPECT_EQ(heap_->stat().pages_in_use, 0u);
   ExpectConsistent();
 }
 
