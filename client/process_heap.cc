@@ -30,8 +30,6 @@ constexpr size_t kMinProcessReserve = size_t{256} << 20;
 
 }  // namespace
 
-constinit ProcessSpan process_span;
-
 const region::ArenaHandle& process_arena() {
   if (__builtin_expect(created.load(std::memory_order_acquire), 1)) return process_handle;
   pthread_mutex_lock(&create_lock);
@@ -49,8 +47,6 @@ const region::ArenaHandle& process_arena() {
     failed = arena == nullptr;
     if (arena != nullptr && region::register_arena(arena, &handle, /*process=*/true)) {
       process_handle = handle;
-      process_span.bytes.store(arena->region().data_bytes, std::memory_order_relaxed);
-      process_span.data.store(reinterpret_cast<uintptr_t>(arena->region().data), std::memory_order_relaxed);
       created.store(true, std::memory_order_release);
       // Threads in the child other than the forking one are gone; holding the
       // lock across fork() keeps the page heap consistent for the child.

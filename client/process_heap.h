@@ -17,17 +17,4 @@ const region::ArenaHandle& process_arena();
 // Whether the process arena exists yet (no creation).
 const region::ArenaHandle* process_arena_if_created();
 
-// The process arena's data span, for a quick "is this ours" test: zero
-// until the arena exists. Relaxed reads are enough: a stale zero only sends
-// the caller down its slow path.
-struct ProcessSpan {
-  std::atomic<uintptr_t> data{0};
-  std::atomic<size_t> bytes{0};
-  bool contains(const void* p) const {
-    return reinterpret_cast<uintptr_t>(p) - data.load(std::memory_order_relaxed) <
-           bytes.load(std::memory_order_relaxed);
-  }
-};
-extern ProcessSpan process_span;
-
 }  // namespace memd::client

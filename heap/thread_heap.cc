@@ -27,6 +27,7 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   sample_draws_.rng = (uint64_t{id} << 32) ^ reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(clock());
   sample_countdown_ = start_sample_countdown(sampling_period(), &sample_draws_);
   data_ = r.data;
+  data_bytes_ = r.data_bytes;
   page_descs_ = r.page_descs;
   blocks_ = r.blocks;
   medium_max_ = classes->medium_max();
@@ -444,7 +445,7 @@ FreeStatus ThreadHeap::free_slow(void* p, uint64_t page_desc) {
   PageDesc d = PageDesc::unpack(page_desc);
   if (d.kind == PageKind::kHuge) return free_huge_object(p, page_desc);
   if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
-  SegregatedFree f = segregated_free(p, d);
+  SegregatedFree f = segregated_free(p, static_cast<Offset>(static_cast<char*>(p) - data_), d);
   if (!f.object_start) return FreeStatus::kInvalid;
   if (load_tag(f.obj) == f.tag) return FreeStatus::kDoubleFree;
   BlockDesc& b = *f.block;

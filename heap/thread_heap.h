@@ -158,16 +158,24 @@ class ThreadHeap {
   // now lies (Region::reserve, for failure-atomic publish).
   void* alloc_recoverable(size_t size);
 
+  // Whether p lies in the region's data pages, and its offset there: the
+  // bound every free path checks first, from this heap's own copy of the
+  // mapping (one subtraction that try_free_local_at reuses).
+  __attribute__((always_inline)) inline bool in_data(const void* p, Offset* off) const {
+    *off = static_cast<Offset>(static_cast<const char*>(p) - data_);
+    return *off < data_bytes_;
+  }
+
   // The common free, inline and with no call: a valid object of one of our
   // own segregated blocks whose block neither leaves the full list nor
   // empties. Returns false, having changed nothing, for anything else
   // (call free_slow with `*page_desc`, the packed descriptor of p's page
-  // this read). REQUIRES: region().contains(p).
-  __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
-    *page_desc = page_descs_[(static_cast<char*>(p) - data_) >> kPageShift].load(std::memory_order_acquire);
+  // this read). REQUIRES: in_data(p, &off).
+  __attribute__((always_inline)) inline bool try_free_local_at(void* p, Offset off, uint64_t* page_desc) {
+    *page_desc = page_descs_[off >> kPageShift].load(std::memory_order_acquire);
     PageDesc d = PageDesc::unpack(*page_desc);
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
-    SegregatedFree f = segregated_free(p, d);
+    SegregatedFree f = segregated_free(p, off, d);
     BlockDesc& b = *f.block;
     if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
                              owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
@@ -180,6 +188,10 @@ class ThreadHeap {
     count_one(f.cl->counts.frees);
     block_push_local(b, f.obj, f.in_block, f.tag);
     return true;
+  }
+  // The same; REQUIRES: region().contains(p).
+  __attribute__((always_inline)) inline bool try_free_local(void* p, uint64_t* page_desc) {
+    return try_free_local_at(p, static_cast<Offset>(static_cast<char*>(p) - data_), page_desc);
   }
 
   // The common free past try_free_local (which read `page_desc`): a valid,
@@ -197,7 +209,7 @@ class ThreadHeap {
                          0)) {
       return false;
     }
-    SegregatedFree f = segregated_free(p, d);
+    SegregatedFree f = segregated_free(p, static_cast<Offset>(static_cast<char*>(p) - data_), d);
     if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag, 0)) return false;
     return free_remote(f) == FreeStatus::kOk;
   }
@@ -352,8 +364,8 @@ class ThreadHeap {
     uint64_t tag;       // the tag a freed object at p carries
     bool object_start;  // p is an object's start within the class's objects
   };
-  __attribute__((always_inline)) SegregatedFree segregated_free(void* p, PageDesc d) {
-    Offset off = static_cast<char*>(p) - data_;
+  // `off`: p's offset from data_.
+  __attribute__((always_inline)) SegregatedFree segregated_free(void* p, Offset off, PageDesc d) {
     ClassList& cl = class_list(d.cls);
     uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
     uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
@@ -564,6 +576,7 @@ class ThreadHeap {
   // Hot copies of region and class facts.
   int64_t sample_countdown_ = kSamplingProbeBytes;  // bytes to the end of the countdown
   char* data_ = nullptr;
+  uint64_t data_bytes_ = 0;  // the region's data pages, as this process mapped them
   PackedPageDesc* page_descs_ = nullptr;
   BlockDesc* blocks_ = nullptr;
   uint32_t medium_max_ = 0;

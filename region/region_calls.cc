@@ -140,9 +140,12 @@ void Region::free(void* p) noexcept {
   // (free_past_local). Other methods, a stranger thread, a pointer outside
   // the region: free_from, with every check.
   heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
-  if (__builtin_expect(h != nullptr && impl->region.contains(p), 1)) {
+  heap::Offset off;
+  // The heap's own bound of the region's data pages: impl->region.contains
+  // without a subtraction of its own.
+  if (__builtin_expect(h != nullptr && h->in_data(p, &off), 1)) {
     uint64_t page_desc;
-    if (__builtin_expect(h->try_free_local(p, &page_desc), 1)) return;
+    if (__builtin_expect(h->try_free_local_at(p, off, &page_desc), 1)) return;
     return free_past_local(h, p, page_desc, __builtin_return_address(0));
   }
   free_from(p, __builtin_return_address(0));

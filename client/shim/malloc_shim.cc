@@ -174,9 +174,12 @@ __attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t 
 __attribute__((always_inline)) inline void release(void* p, const void* caller) {
   if (UNLIKELY(p == nullptr)) return;
   ThreadHeap* h = current_heap();
-  if (LIKELY(h != nullptr && memd::client::process_span.contains(p))) {
+  memd::heap::Offset off;
+  // The thread's heap bounds p by the process arena's data pages, with the
+  // subtraction its free reuses.
+  if (LIKELY(h != nullptr && h->in_data(p, &off))) {
     uint64_t page_desc;
-    if (LIKELY(h->try_free_local(p, &page_desc))) return;
+    if (LIKELY(h->try_free_local_at(p, off, &page_desc))) return;
     return release_in_heap(h, p, page_desc, caller);
   }
   return release_slow(p, caller);
