@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "region/chain_merge.h"
 #include "region/chain_pools.h"
 #include "region/diag.h"
 #include "client/process_heap.h"
@@ -64,7 +65,10 @@ void* Heap::alloc_as(size_t size, const void* caller, const void* caller_cfa) no
   heap::ThreadHeap* h = region::thread_heap(handle_);
   if (h == nullptr) return nullptr;
   uint32_t group = chain_pools_ ? region::chain_pool_for(caller, caller_cfa, size) : 0;
-  return group != 0 ? h->alloc_grouped(size, group) : h->alloc(size);
+  if (group == 0) return h->alloc(size);
+  void* p = h->alloc_grouped(size, group);
+  region::chain_merge_allocated(h, group, p);
+  return p;
 }
 
 void* Heap::alloc_aligned(size_t size, size_t align) noexcept {

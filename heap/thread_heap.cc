@@ -28,6 +28,7 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   sample_countdown_ = start_sample_countdown(sampling_period(), &sample_draws_);
   data_ = r.data;
   data_bytes_ = r.data_bytes;
+  for (void*& p : last_grouped_) p = nullptr;
   page_descs_ = r.page_descs;
   blocks_ = r.blocks;
   medium_max_ = classes->medium_max();

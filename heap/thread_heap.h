@@ -147,6 +147,17 @@ class ThreadHeap {
     return alloc_grouped_slow(size, group);
   }
   void* alloc_grouped_slow(size_t size, uint32_t group);
+  // The object its caller last noted for `group` (1..kMaxChainGroups), and
+  // `p` noted in its place: per thread state for whoever pools by groups
+  // (region/chain_merge.h scans a group's earlier objects), kept here rather
+  // than in thread-local storage, which a library loaded by dlopen has
+  // little of. nullptr if none, or for a group out of range.
+  void* swap_last_grouped(uint32_t group, void* p) {
+    if (group == 0 || group > kMaxChainGroups) return nullptr;
+    void* was = last_grouped_[group];
+    last_grouped_[group] = p;
+    return was;
+  }
   // `align` a power of two; any size.
   void* alloc_aligned(size_t size, size_t align);
   // An object recovery finds from descriptors alone, whatever other writes
@@ -590,6 +601,7 @@ class ThreadHeap {
   const OwnerSlot* my_slot_ = nullptr;
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;
+  void* last_grouped_[kMaxChainGroups + 1] = {};  // swap_last_grouped
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
   HugeCache huge_cache_;
   ParkedBlocks parked_;

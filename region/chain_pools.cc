@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "heap/thread_heap.h"
+#include "region/chain_merge.h"
 #include "region/report_line.h"
 #include "region/site_text.h"
 
@@ -256,6 +257,7 @@ void count(ChainEntry& e, bool sampled, uintptr_t caller, size_t size) {
     state.mixed.fetch_add(1, std::memory_order_relaxed);
   } else if (state.groups_given < heap::ThreadHeap::kMaxChainGroups) {
     decided = kPooled | ++state.groups_given << 8;
+    chain_merge_group_given(state.groups_given, e.first_granules);
     state.pooled.fetch_add(1, std::memory_order_relaxed);
   } else {
     decided = kPastPools;
@@ -399,6 +401,7 @@ void chain_pools_enable(const ChainPoolOptions& options) {
   if (o.single_caller_permille > 1000) o.single_caller_permille = 1000;
   if (o.single_size_permille > 1000) o.single_size_permille = 1000;
   chain_pools_internal::max_size = o.max_size;
+  chain_merge_enable(o.merge_groups);
   chain_pools_internal::enabled.store(true, std::memory_order_release);
 }
 
@@ -407,6 +410,7 @@ ChainPoolOptions chain_pool_options_from_env() {
   o.min_objects = env_number("MEMD_CHAIN_POOL_MIN_OBJECTS", o.min_objects);
   o.max_size = env_number("MEMD_CHAIN_POOL_MAX_SIZE", o.max_size);
   o.max_depth = env_number("MEMD_CHAIN_POOL_DEPTH", o.max_depth);
+  o.merge_groups = env_number("MEMD_CHAIN_POOL_MERGE", o.merge_groups ? 1 : 0) != 0;
   return o;
 }
 
@@ -419,6 +423,8 @@ ChainPoolStats chain_pool_stats() {
   s.mixed = state.mixed.load(std::memory_order_relaxed);
   s.unwinds = state.unwinds.load(std::memory_order_relaxed);
   s.table_full = state.table_full.load(std::memory_order_relaxed);
+  ChainMergeStats m = chain_merge_stats();
+  s.merged = m.type_one + m.type_two;
   return s;
 }
 
@@ -442,7 +448,8 @@ void for_each_decided(F f) {
     if (s == kCounting) continue;
     ChainRecord r;
     r.outcome = outcome_of(s);
-    r.pool = group_of(s);
+    r.own_pool = group_of(s);
+    r.pool = chain_merge_root(r.own_pool);
     r.depth = e.depth;
     // Written under the lock before the decision was published: stable.
     r.counted = e.counted;
@@ -487,7 +494,9 @@ void chain_pools_report(int fd) {
   head.add_decimal(st.mixed);
   head.add(" of mixed sizes, ");
   head.add_decimal(st.unwinds);
-  head.add(" unwinds");
+  head.add(" unwinds, ");
+  head.add_decimal(st.merged);
+  head.add(" merged");
   put(head);
   for_each_decided([&](const ChainRecord& r) {
     region::Line l;
@@ -495,6 +504,11 @@ void chain_pools_report(int fd) {
     if (r.outcome == ChainOutcome::kPooled) {
       l.add_decimal(r.pool);
       l.add(r.pool < 10 ? " " : "");
+      if (r.own_pool != r.pool) {
+        l.add(" (merged from ");
+        l.add_decimal(r.own_pool);
+        l.add(")");
+      }
     }
     l.add(" lookups ");
     l.add_decimal(r.lookups);

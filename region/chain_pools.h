@@ -42,6 +42,10 @@ struct ChainPoolOptions {
   // A chain gets a pool only if this share (per mille) of its counted
   // allocations are of one size (8-byte granules): a structure's nodes.
   uint32_t single_size_permille = 900;
+  // Merge the pools of chains whose objects point to each other, or are
+  // pointed to from one field (the paper's object-group merging,
+  // chain_merge.h).
+  bool merge_groups = true;
 };
 
 struct ChainPoolStats {
@@ -52,6 +56,7 @@ struct ChainPoolStats {
   uint64_t mixed = 0;           // chains of many sizes, left plain
   uint64_t unwinds = 0;         // allocations that unwound extra frames
   uint64_t table_full = 0;      // chains not tracked: the table was full
+  uint64_t merged = 0;          // pools merged into another (chain_merge.h)
 };
 
 // Turns pooling on for the process (the shim: MEMD_CHAIN_POOLS=1).
@@ -59,7 +64,8 @@ struct ChainPoolStats {
 void chain_pools_enable(const ChainPoolOptions& options);
 inline bool chain_pools_enabled();
 // Options from the environment: MEMD_CHAIN_POOL_MIN_OBJECTS,
-// MEMD_CHAIN_POOL_MAX_SIZE, MEMD_CHAIN_POOL_DEPTH (defaults above).
+// MEMD_CHAIN_POOL_MAX_SIZE, MEMD_CHAIN_POOL_DEPTH, MEMD_CHAIN_POOL_MERGE
+// (0 or 1; defaults above).
 ChainPoolOptions chain_pool_options_from_env();
 
 // The pool (1..ThreadHeap::kMaxChainGroups) for an allocation of `size`
@@ -81,7 +87,8 @@ enum class ChainOutcome : uint8_t {
 inline constexpr uint32_t kMaxChainDepth = 4;
 struct ChainRecord {
   ChainOutcome outcome = ChainOutcome::kPooled;
-  uint32_t pool = 0;          // 1..ThreadHeap::kMaxChainGroups if pooled, else 0
+  uint32_t pool = 0;          // 1..ThreadHeap::kMaxChainGroups if pooled (the one its objects come from), else 0
+  uint32_t own_pool = 0;      // the pool it was given, before any merge
   uint32_t depth = 0;         // return addresses in frames
   uint32_t counted = 0;       // allocations counted before the decision
   uint32_t object_bytes = 0;  // the first size counted, rounded up to 8: a pool's objects'
@@ -111,6 +118,10 @@ inline uint32_t cache_index(uintptr_t ra) {
   return static_cast<uint32_t>(h ^ h >> 33) & (kCacheSlots - 1);
 }
 uint32_t chain_pool_miss(uintptr_t ra, uintptr_t entry_cfa, size_t size);
+// Each pool's surviving pool after merges (itself if none; 0 for 0):
+// chain_merge.cc keeps it. ThreadHeap::kMaxChainGroups + 1 entries.
+inline constexpr uint32_t kGroupSlots = 33;
+extern std::atomic<uint8_t> group_root[kGroupSlots];
 }  // namespace chain_pools_internal
 
 inline bool chain_pools_enabled() { return chain_pools_internal::enabled.load(std::memory_order_acquire); }
@@ -120,8 +131,10 @@ inline uint32_t chain_pool_for(const void* ra, const void* entry_cfa, size_t siz
   if (size - 1 >= in::max_size) return 0;  // 0 and bigger sizes: plain
   auto pc = reinterpret_cast<uintptr_t>(ra);
   uint64_t c = in::site_cache[in::cache_index(pc)].load(std::memory_order_acquire);
-  if (__builtin_expect((c >> 16) == pc && (c & 0xffff) < in::kCacheLonger, 1)) return static_cast<uint32_t>(c & 0xffff);
-  return in::chain_pool_miss(pc, reinterpret_cast<uintptr_t>(entry_cfa), size);
+  uint32_t group = __builtin_expect((c >> 16) == pc && (c & 0xffff) < in::kCacheLonger, 1)
+                       ? static_cast<uint32_t>(c & 0xffff)
+                       : in::chain_pool_miss(pc, reinterpret_cast<uintptr_t>(entry_cfa), size);
+  return in::group_root[group].load(std::memory_order_relaxed);
 }
 
 }  // namespace memd::region

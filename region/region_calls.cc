@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "region/diag.h"
 #include "region/region.h"
+#include "region/chain_merge.h"
 #include "region/chain_pools.h"
 #include "region/region_impl.h"
 #include "heap/inspect.h"
@@ -82,6 +83,7 @@ void* Region::alloc_other(size_t size, const void* caller, const void* caller_cf
   uint32_t group = impl_->chain_pools && h != nullptr ? region::chain_pool_for(caller, caller_cfa, size) : 0;
   void* p = h == nullptr ? nullptr : group != 0 ? h->alloc_grouped(size, group) : h->alloc(size);
   if (p == nullptr) return alloc_failed();
+  if (group != 0) region::chain_merge_allocated(h, group, p);
   return p;
 }
 

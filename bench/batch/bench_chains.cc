@@ -18,11 +18,16 @@
 //          the nodes' size, half 16-128 B) are kept, a third of them freed
 //          at random: the hot chains are 2 of 64. N nodes per hot list.
 //
+//   sites  one list whose nodes L call sites make in turn (a structure that
+//          several functions insert into: what the paper's object-group
+//          merging is for; each site's chain gets a pool of its own), with
+//          a short-lived object after every node; N nodes per site.
+//
 // Prints "build_ns_per_node=<x> walk_ns_per_node=<y> adjacent=<z>" (z: the
 // share of walked links whose next node lies within 128 bytes after the
 // current one; for sets, of in-order successors).
 //
-//   bench_chains lists|sets|hot N L SIZE WALKS
+//   bench_chains lists|sets|hot|sites N L SIZE WALKS
 #include <time.h>
 
 #include <cstdint>
@@ -157,6 +162,31 @@ Result lists(size_t n, int l, size_t size, int walks) {
   return r;
 }
 
+// One list, its nodes made by L direct sites in turn, with clutter.
+Result sites(size_t n, int l, size_t size, int walks) {
+  Result r;
+  Node* head = nullptr;
+  Node* tail = nullptr;
+  Clutter clutter;
+  double t0 = now_ns();
+  for (size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < l; ++k) {
+      auto* node = static_cast<Node*>(kDirect[k](size));
+      node->next = nullptr;
+      node->value = i * l + k;
+      (tail ? tail->next : head) = node;
+      tail = node;
+      clutter.step();
+    }
+  }
+  r.build_ns = now_ns() - t0;
+  r.nodes = n * l;
+  std::vector<Node*> heads{head};
+  walk_lists(heads, walks, &r);
+  free_lists(heads);
+  return r;
+}
+
 // Two sets of different key types (two instantiations: two call chains).
 Result sets(size_t n, int walks) {
   Result r;
@@ -241,7 +271,7 @@ Result hot(size_t n, size_t size, int walks) {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: %s lists|sets|hot N L SIZE WALKS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s lists|sets|hot|sites N L SIZE WALKS\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
@@ -257,6 +287,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "lists") == 0) r = lists(n, l, size, walks);
   else if (std::strcmp(mode, "sets") == 0) r = sets(n, walks);
   else if (std::strcmp(mode, "hot") == 0) r = hot(n, size, walks);
+  else if (std::strcmp(mode, "sites") == 0) r = sites(n, l, size, walks);
   else {
     std::fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

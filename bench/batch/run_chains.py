@@ -2,7 +2,8 @@
 """Runs bench_chains side by side: in every round, lists and trees built
 interleaved with other allocations and then walked, under glibc, jemalloc,
 mimalloc, tcmalloc and memd's shim, and memd's shim with call-chain pools
-(MEMD_CHAIN_POOLS=1). Ratios to glibc, and of pools to no pools, are taken
+(MEMD_CHAIN_POOLS=1), with and without object-group merging. Ratios to
+glibc, of pools to no pools and of merging to none are taken
 per round, then the median. Writes bench/results/chains-<date>.md with the
 command, machine and tree.
 
@@ -20,14 +21,17 @@ from harness import allocators, machine, side_by_side  # noqa: E402
 
 # (workload, nodes per list, lists, node bytes, walks)
 CASES = [("lists", 100000, 8, 32, 10), ("lists", 20000, 4, 64, 50), ("sets", 200000, 1, 16, 10),
-         ("hot", 300000, 1, 32, 10)]
+         ("hot", 300000, 1, 32, 10), ("sites", 100000, 8, 32, 10)]
 POOLS = "memd malloc, MEMD_CHAIN_POOLS=1"
+UNMERGED = "memd malloc, MEMD_CHAIN_POOLS=1 MEMD_CHAIN_POOL_MERGE=0"
 
 
 def describe(case):
     kind, n, lists, size, walks = case
     if kind == "lists":
         return f"{lists} lists of {n} nodes of {size} B, {walks} walks"
+    if kind == "sites":
+        return f"one list of {n * lists} nodes of {size} B made by {lists} call sites in turn, {walks} walks"
     if kind == "sets":
         return f"two sets of {n} random keys, {walks} walks"
     return f"2 hot lists of {n} nodes of {size} B among 64 call sites, {walks} walks"
@@ -39,6 +43,7 @@ def main():
     if "memd malloc" not in rows:
         sys.exit("run_chains: memd's shim is not built")
     rows[POOLS] = ("", rows["memd malloc"][1], {"MEMD_CHAIN_POOLS": "1"})
+    rows[UNMERGED] = ("", rows["memd malloc"][1], {"MEMD_CHAIN_POOLS": "1", "MEMD_CHAIN_POOL_MERGE": "0"})
     cases = {c: list(c[1:]) for c in CASES}
     # The mode is the case's first field: rows carry "" and take it here.
     results = {}
@@ -59,6 +64,9 @@ def main():
         "std::set<uint32_t> of random keys inserted interleaved with the short-lived objects, walked in key order. "
         "`hot`: 64 call sites allocate in turn, two of them (one through the wrapper) build the lists that are "
         "walked, the other 62 make objects that stay (half of the nodes' size, half 16-128 B; a third freed). "
+        "`sites`: one list whose nodes 8 call sites make in turn, a short-lived object after every node (a "
+        "structure several functions insert into: each site's chain gets a pool, and the paper's object-group "
+        "merging, on by default, makes them one again; the MEMD_CHAIN_POOL_MERGE=0 row keeps them apart). "
         "*adjacent*: the share of walked links whose next node lies within 128 B after the current one. The pools "
         "row is memd's shim with MEMD_CHAIN_POOLS=1 and nothing else changed. Peak RSS from wait4. "
         f"{a.rounds} rounds, every row of a case in each; medians; ratios taken per round, then the median. "
@@ -85,7 +93,11 @@ def main():
         lines += ["", f"Pools against no pools (paired per round): walk "
                   f"{side_by_side.paired_ratio(p['walk_ns_per_node'], q['walk_ns_per_node']):.2f}× as fast, build "
                   f"{side_by_side.paired_ratio(p['build_ns_per_node'], q['build_ns_per_node']):.2f}× as fast, peak RSS "
-                  f"{side_by_side.paired_ratio(q['maxrss_kib'], p['maxrss_kib']):.3f}×.", ""]
+                  f"{side_by_side.paired_ratio(q['maxrss_kib'], p['maxrss_kib']):.3f}×; merging against pools "
+                  f"kept apart: walk "
+                  f"{side_by_side.paired_ratio(results[(case, UNMERGED)]['walk_ns_per_node'], q['walk_ns_per_node']):.2f}× "
+                  f"as fast, adjacent {statistics.median(q['adjacent']):.3f} against "
+                  f"{statistics.median(results[(case, UNMERGED)]['adjacent']):.3f}.", ""]
     side_by_side.print_and_write("\n".join(lines), os.path.join(TOP, "bench", "results"), "chains", now[:10],
                                  "run_chains", write=not a.no_write)
 

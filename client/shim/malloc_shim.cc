@@ -22,6 +22,7 @@
 #include <new>
 
 #include "region/diag.h"
+#include "region/chain_merge.h"
 #include "region/chain_pools.h"
 #include "client/process_heap.h"
 #include "client/shim/bootstrap_heap.h"
@@ -104,6 +105,7 @@ __attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const voi
   if (group == 0) return zero ? h->alloc_zeroed(size) : h->alloc(size);
   void* p = h->alloc_grouped(size, group);
   if (zero && p != nullptr) std::memset(p, 0, size);
+  memd::region::chain_merge_allocated(h, group, p);
   return p;
 }
 
