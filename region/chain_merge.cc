@@ -36,7 +36,10 @@ struct EdgeSlot {
 struct MergeState {
   std::atomic<bool> on{false};
   std::atomic<bool> lock{false};
-  uint32_t granules[kGroupSlots] = {};  // written before the group is in use, then read-only
+  // Each pool's object size in 8-byte units: written once, when the pool is
+  // given; atomic because a thread may learn of a pool from another's edge
+  // before it has any other order with the pool's making.
+  std::atomic<uint32_t> granules[kGroupSlots] = {};
   EdgeSlot edges[kGroupSlots][kEdgeWords];
   std::atomic<uint64_t> type_one{0}, type_two{0}, scans{0};
 };
@@ -67,6 +70,7 @@ uint32_t next_countdown(Observed& o) {
 __thread Observed tl_observed __attribute__((tls_model("initial-exec")));
 
 uint32_t root_of(uint32_t g) { return group_root[g].load(std::memory_order_relaxed); }
+uint32_t granules_of(uint32_t g) { return merge.granules[g].load(std::memory_order_relaxed); }
 
 // Under the lock: `from` (a root) and every group merged into it now answer
 // `into` (a root of the same object size).
@@ -84,7 +88,8 @@ void try_merge(uint32_t a, uint32_t b, MergeType type) {
   MergeGuard g;
   uint32_t keep = root_of(a);
   uint32_t gone = root_of(b);
-  if (keep == gone || merge.granules[keep] != merge.granules[gone]) return;
+  // A size not seen yet (0) is no size: nothing merges on it.
+  if (keep == gone || granules_of(keep) == 0 || granules_of(keep) != granules_of(gone)) return;
   merge_into(gone, keep);
   (type == MergeType::kTwo ? merge.type_two : merge.type_one).fetch_add(1, std::memory_order_relaxed);
 }
@@ -112,12 +117,12 @@ void record_edge(uint32_t from, uint32_t word, uint32_t to) {
   e.votes[hit].store(static_cast<uint8_t>(votes[hit]), std::memory_order_relaxed);
   if (votes[hit] < kEdgeHits) return;
   // Type I: objects of one size pointing to each other's groups.
-  if (to != from && merge.granules[to] == merge.granules[from]) return try_merge(from, to, MergeType::kOne);
+  if (to != from && granules_of(to) == granules_of(from)) return try_merge(from, to, MergeType::kOne);
   // Type II: one field leading, steadily, to two groups of one size.
   uint32_t other = e.to[1 - hit].load(std::memory_order_relaxed);
   if (other == 0 || votes[1 - hit] < kEdgeHits) return;
   other = root_of(other);
-  if (other != to && other != from && merge.granules[other] == merge.granules[to]) try_merge(other, to, MergeType::kTwo);
+  if (other != to && other != from && granules_of(other) == granules_of(to)) try_merge(other, to, MergeType::kTwo);
 }
 
 // The block holding q, if it is one of this heap's segregated blocks;
@@ -162,7 +167,7 @@ __attribute__((noinline)) void scan(heap::ThreadHeap* h, uint32_t group, void* o
   uint64_t block_bytes = uint64_t{b->pages.value} << heap::kPageShift;
   if (in_block + 16 > block_bytes || word_of(obj, 1) == heap::free_tag(r.secret, r.offset_of(obj))) return;
   merge.scans.fetch_add(1, std::memory_order_relaxed);
-  uint64_t words = std::min<uint64_t>(merge.granules[group], (block_bytes - in_block) / 8);
+  uint64_t words = std::min<uint64_t>(granules_of(group), (block_bytes - in_block) / 8);
   if (words > kEdgeWords) words = kEdgeWords;
   uint32_t from = root_of(group);
   for (uint32_t i = 0; i < words; ++i) {
@@ -186,7 +191,7 @@ void chain_merge_enable(bool on) {
 }
 
 void chain_merge_group_given(uint32_t group, uint32_t granules) {
-  if (group >= 1 && group <= kGroups) merge.granules[group] = granules;
+  if (group >= 1 && group <= kGroups) merge.granules[group].store(granules, std::memory_order_relaxed);
 }
 
 void chain_merge_allocated(heap::ThreadHeap* h, uint32_t group, void* p) {

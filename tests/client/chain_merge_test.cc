@@ -30,39 +30,44 @@ struct Parent {
 static_assert(sizeof(Parent) == 64);
 
 // Sites of their own (bodies differ: identical functions may be folded).
-#define SITE(name, type)                             \
+// Each notes an address of its own body after its allocation: the return
+// address of that allocation lies between the site's start and that mark,
+// whichever frame of a chain it is (a build that does not tail-call, as
+// under AddressSanitizer, puts Heap::alloc's own frame first).
+enum Site { kFront, kBack, kParent, kLeft, kRight, kLoner, kSites };
+uintptr_t site_mark[kSites];
+__attribute__((noinline)) void mark_site(int site) {
+  site_mark[site] = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+}
+#define SITE(name, type, site)                       \
   __attribute__((noinline)) type* name(Heap& h) {    \
     void* p = h.alloc(sizeof(type));                 \
+    mark_site(site);                                 \
     asm volatile("# " #name ::"r"(p) : "memory");    \
     return static_cast<type*>(p);                    \
   }
-SITE(list_front_site, Node)
-SITE(list_back_site, Node)
-SITE(parent_site, Parent)
-SITE(left_child_site, Node)
-SITE(right_child_site, Node)
-SITE(loner_site, Node)
+SITE(list_front_site, Node, kFront)
+SITE(list_back_site, Node, kBack)
+SITE(parent_site, Parent, kParent)
+SITE(left_child_site, Node, kLeft)
+SITE(right_child_site, Node, kRight)
+SITE(loner_site, Node, kLoner)
 
-// The pools the chains whose innermost address lies in site `fn` ended in:
-// the site whose start is the closest below that address.
-std::vector<uint32_t> pools_of(const void* fn) {
-  const uintptr_t sites[] = {
-      reinterpret_cast<uintptr_t>(&list_front_site), reinterpret_cast<uintptr_t>(&list_back_site),
-      reinterpret_cast<uintptr_t>(&parent_site),     reinterpret_cast<uintptr_t>(&left_child_site),
-      reinterpret_cast<uintptr_t>(&right_child_site), reinterpret_cast<uintptr_t>(&loner_site)};
-  auto site_of = [&](uintptr_t pc) {
-    uintptr_t best = 0;
-    for (uintptr_t s : sites) best = s <= pc && s > best ? s : best;
-    return best;
-  };
+// The pools of the chains with a frame in site function `fn` (whose mark
+// is `site`).
+std::vector<uint32_t> pools_of(const void* fn, Site site) {
+  auto start = reinterpret_cast<uintptr_t>(fn);
   region::ChainRecord records[256];
   size_t n = region::chain_pools_list(records, 256);
   std::vector<uint32_t> pools;
   for (size_t i = 0; i < n; ++i) {
-    if (records[i].outcome == region::ChainOutcome::kPooled &&
-        site_of(records[i].frames[0]) == reinterpret_cast<uintptr_t>(fn)) {
-      pools.push_back(records[i].pool);
+    if (records[i].outcome != region::ChainOutcome::kPooled) continue;
+    bool in_site = false;
+    for (uint32_t d = 0; d < records[i].depth; ++d) {
+      in_site = in_site || (records[i].frames[d] > start && records[i].frames[d] < site_mark[site]);
     }
+    if (in_site) pools.push_back(records[i].pool);
   }
   return pools;
 }
@@ -102,8 +107,8 @@ TEST_F(ChainMergeTest, TwoSitesBuildingOneListEndInOnePool) {
   }
   region::ChainMergeStats after = region::chain_merge_stats();
   EXPECT_GE(after.type_one, before.type_one + 1);
-  std::vector<uint32_t> front = pools_of(reinterpret_cast<const void*>(&list_front_site));
-  std::vector<uint32_t> back = pools_of(reinterpret_cast<const void*>(&list_back_site));
+  std::vector<uint32_t> front = pools_of(reinterpret_cast<const void*>(&list_front_site), kFront);
+  std::vector<uint32_t> back = pools_of(reinterpret_cast<const void*>(&list_back_site), kBack);
   ASSERT_EQ(front.size(), 1u);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(front[0], back[0]) << "the two sites' pools were not merged";
@@ -133,9 +138,9 @@ TEST_F(ChainMergeTest, ChildrenOfOneFieldFromTwoSitesEndInOnePool) {
   }
   region::ChainMergeStats after = region::chain_merge_stats();
   EXPECT_GE(after.type_two, before.type_two + 1);
-  std::vector<uint32_t> left = pools_of(reinterpret_cast<const void*>(&left_child_site));
-  std::vector<uint32_t> right = pools_of(reinterpret_cast<const void*>(&right_child_site));
-  std::vector<uint32_t> parent = pools_of(reinterpret_cast<const void*>(&parent_site));
+  std::vector<uint32_t> left = pools_of(reinterpret_cast<const void*>(&left_child_site), kLeft);
+  std::vector<uint32_t> right = pools_of(reinterpret_cast<const void*>(&right_child_site), kRight);
+  std::vector<uint32_t> parent = pools_of(reinterpret_cast<const void*>(&parent_site), kParent);
   ASSERT_EQ(left.size(), 1u);
   ASSERT_EQ(right.size(), 1u);
   ASSERT_EQ(parent.size(), 1u);
@@ -159,7 +164,7 @@ TEST_F(ChainMergeTest, APoolNothingPointsIntoStaysApart) {
     tail = n;
     nodes.push_back(n);
   }
-  std::vector<uint32_t> loner = pools_of(reinterpret_cast<const void*>(&loner_site));
+  std::vector<uint32_t> loner = pools_of(reinterpret_cast<const void*>(&loner_site), kLoner);
   ASSERT_EQ(loner.size(), 1u);
   region::ChainRecord records[256];
   size_t n = region::chain_pools_list(records, 256);
