@@ -695,8 +695,9 @@ FreeStatus ThreadHeap::validate(const void* p) const {
       if (SizeClasses::object_index(c, at.in_block) * c.size != at.in_block || at.in_block >= c.end) {
         return FreeStatus::kInvalid;
       }
+      // Atomic: another thread may be freeing it at this moment.
       char* obj = const_cast<char*>(static_cast<const char*>(p));
-      return tag_of(obj) == free_tag(secret_, region_.offset_of(p)) ? FreeStatus::kDoubleFree : FreeStatus::kOk;
+      return load_tag(obj) == free_tag(secret_, region_.offset_of(p)) ? FreeStatus::kDoubleFree : FreeStatus::kOk;
     }
     case PageKind::kLarge: {
       ChunkHeader* c = LargeHeap::header_of(region_, secret_, at.block, const_cast<void*>(p));

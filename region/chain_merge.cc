@@ -127,21 +127,19 @@ void record_edge(uint32_t from, uint32_t word, uint32_t to) {
 
 // The block holding q, if it is one of this heap's segregated blocks;
 // nullptr otherwise. Its pages stay mapped while this thread owns it.
-const heap::BlockDesc* own_block_of(const heap::ThreadHeap& h, uintptr_t q, heap::PageIndex* first) {
-  const heap::Region& r = h.region();
-  if (!r.contains(reinterpret_cast<const void*>(q))) return nullptr;
-  heap::PageDesc d = r.page(heap::PageIndex{static_cast<uint32_t>(r.offset_of(reinterpret_cast<const void*>(q)) >> heap::kPageShift)});
-  if (d.kind != heap::PageKind::kSegregated) return nullptr;
-  const heap::BlockDesc& b = r.block(heap::PageIndex{d.block});
-  if (heap::owner_of(b.owner_word.load(std::memory_order_relaxed)) != h.id()) return nullptr;
-  *first = heap::PageIndex{d.block};
-  return &b;
+const heap::BlockDesc* own_block_of(const heap::ThreadHeap& h, uintptr_t q, heap::PointerInfo* at) {
+  const void* p = reinterpret_cast<const void*>(q);
+  if (!h.region().contains(p)) return nullptr;
+  *at = h.locate(p);
+  if (at->kind != heap::PageKind::kSegregated) return nullptr;
+  const heap::BlockDesc& b = h.region().block(at->block);
+  return heap::owner_of(b.owner_word.load(std::memory_order_relaxed)) == h.id() ? &b : nullptr;
 }
 
 // The pool of that block (0: none, or not one of ours).
 uint32_t own_group_of(const heap::ThreadHeap& h, uintptr_t q) {
-  heap::PageIndex first;
-  const heap::BlockDesc* b = own_block_of(h, q, &first);
+  heap::PointerInfo at;
+  const heap::BlockDesc* b = own_block_of(h, q, &at);
   return b != nullptr && b->chain_group <= kGroups ? b->chain_group : 0;
 }
 
@@ -157,15 +155,12 @@ __attribute__((no_sanitize("thread"))) uintptr_t word_of(const void* obj, uint32
 __attribute__((noinline)) void scan(heap::ThreadHeap* h, uint32_t group, void* obj) {
   // Still in a block of ours of that pool (the program may have freed it
   // since, and the block gone back): its pages are mapped. Only the block's
-  // own bytes are read, and only while the object is not free (a free
-  // object carries its tag in its second word).
-  heap::PageIndex first;
-  const heap::BlockDesc* b = own_block_of(*h, reinterpret_cast<uintptr_t>(obj), &first);
-  if (b == nullptr || b->chain_group != group) return;
-  const heap::Region& r = h->region();
-  uint64_t in_block = static_cast<uint64_t>(static_cast<char*>(obj) - r.page_address(first));
+  // own bytes are read, and only while the object is live.
+  heap::PointerInfo at;
+  const heap::BlockDesc* b = own_block_of(*h, reinterpret_cast<uintptr_t>(obj), &at);
+  if (b == nullptr || b->chain_group != group || h->validate(obj) != heap::FreeStatus::kOk) return;
+  uint64_t in_block = at.in_block;
   uint64_t block_bytes = uint64_t{b->pages.value} << heap::kPageShift;
-  if (in_block + 16 > block_bytes || word_of(obj, 1) == heap::free_tag(r.secret, r.offset_of(obj))) return;
   merge.scans.fetch_add(1, std::memory_order_relaxed);
   uint64_t words = std::min<uint64_t>(granules_of(group), (block_bytes - in_block) / 8);
   if (words > kEdgeWords) words = kEdgeWords;
