@@ -447,7 +447,7 @@ FreeStatus ThreadHeap::free_slow(void* p, uint64_t page_desc) {
   if (d.kind == PageKind::kHuge) return free_huge_object(p, page_desc);
   if (d.kind != PageKind::kSegregated) return free_big(p, page_desc);
   SegregatedFree f = segregated_free(p, static_cast<Offset>(static_cast<char*>(p) - data_), d);
-  if (!f.object_start) return FreeStatus::kInvalid;
+  if (!f.object_start()) return FreeStatus::kInvalid;
   if (load_tag(f.obj) == f.tag) return FreeStatus::kDoubleFree;
   BlockDesc& b = *f.block;
   if (owner_of(b.owner_word.load(std::memory_order_relaxed)) == id_) {

@@ -188,7 +188,8 @@ class ThreadHeap {
     if (__builtin_expect(d.kind != PageKind::kSegregated, 0)) return false;
     SegregatedFree f = segregated_free(p, off, d);
     BlockDesc& b = *f.block;
-    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag ||
+    // Below the bump is below the end: on_object suffices.
+    if (__builtin_expect(!f.on_object || load_tag(f.obj) == f.tag ||
                              owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
                              f.in_block >= b.bump || (b.flags & kBlockFull) || (b.used == 1 && &b != f.cl->cur),
                          0)) {
@@ -221,7 +222,7 @@ class ThreadHeap {
       return false;
     }
     SegregatedFree f = segregated_free(p, static_cast<Offset>(static_cast<char*>(p) - data_), d);
-    if (__builtin_expect(!f.object_start || load_tag(f.obj) == f.tag, 0)) return false;
+    if (__builtin_expect(!f.object_start() || load_tag(f.obj) == f.tag, 0)) return false;
     return free_remote(f) == FreeStatus::kOk;
   }
 
@@ -373,7 +374,9 @@ class ThreadHeap {
     char* obj;
     uint32_t in_block;  // byte offset of p from the block start
     uint64_t tag;       // the tag a freed object at p carries
-    bool object_start;  // p is an object's start within the class's objects
+    bool on_object;     // p is at a multiple of the class's size...
+    bool in_objects;    // ...before the block's end: an object's start
+    bool object_start() const { return on_object & in_objects; }
   };
   // `off`: p's offset from data_.
   __attribute__((always_inline)) SegregatedFree segregated_free(void* p, Offset off, PageDesc d) {
@@ -381,7 +384,7 @@ class ThreadHeap {
     uint32_t in_block = static_cast<uint32_t>(off - (Offset{d.block} << kPageShift));
     uint32_t idx = static_cast<uint32_t>((uint64_t{in_block} * cl.reciprocal) >> 32);
     return {&cl, &blocks_[d.block], static_cast<char*>(p), in_block, free_tag(secret_, off),
-            idx * cl.size == in_block && in_block < cl.end};
+            idx * cl.size == in_block, in_block < cl.end};
   }
 
   // Per class: remote frees of one block claimed and linked, not yet pushed,

@@ -35,8 +35,8 @@ void report_refused_free(const RegionImpl& impl, heap::FreeStatus s, void* p, co
 // stack frame (the wrapper's register saves cost more than its checks).
 void* Region::alloc(size_t size) noexcept {
   RegionImpl* impl = impl_.get();
-  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
-  if (__builtin_expect(h != nullptr, 1)) {
+  if (__builtin_expect(region::have_last_region_heap(impl->fast_heap_key()), 1)) {
+    heap::ThreadHeap* h = region::last_region_heap();
     if (void* p = h->try_alloc_fast(size)) return p;
     return alloc_from(h, size);
   }
@@ -49,8 +49,8 @@ void* Region::alloc(size_t size) noexcept {
 // frame pointer before the first test).
 void* Region::alloc_as(size_t size, const void* caller, const void* caller_cfa) noexcept {
   RegionImpl* impl = impl_.get();
-  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
-  if (__builtin_expect(h != nullptr, 1)) {
+  if (__builtin_expect(region::have_last_region_heap(impl->fast_heap_key()), 1)) {
+    heap::ThreadHeap* h = region::last_region_heap();
     if (void* p = h->try_alloc_fast(size)) return p;
     return alloc_from(h, size);
   }
@@ -141,11 +141,13 @@ void Region::free(void* p) noexcept {
   // the heap's slow path with the page descriptor already read
   // (free_past_local). Other methods, a stranger thread, a pointer outside
   // the region: free_from, with every check.
-  heap::ThreadHeap* h = impl->plain_data_plane() ? region::thread_heap_if_attached(impl->handle) : nullptr;
   heap::Offset off;
   // The heap's own bound of the region's data pages: impl->region.contains
   // without a subtraction of its own.
-  if (__builtin_expect(h != nullptr && h->in_data(p, &off), 1)) {
+  if (__builtin_expect(region::have_last_region_heap(impl->fast_heap_key()) &&
+                           region::last_region_heap()->in_data(p, &off),
+                       1)) {
+    heap::ThreadHeap* h = region::last_region_heap();
     uint64_t page_desc;
     if (__builtin_expect(h->try_free_local_at(p, off, &page_desc), 1)) return;
     return free_past_local(h, p, page_desc, __builtin_return_address(0));

@@ -67,7 +67,9 @@ class RegionImpl {
   region::ThreadHeapPool pool;
   region::ArenaHandle handle{};
   bool registered = false;
-  bool plain_ = false;  // plain_data_plane()
+  // The generation the fast paths look up this thread's heap by (see
+  // fast_heap_key()); 0 when they must not.
+  uint32_t fast_key_ = 0;
 
   // The debug method's settings in this process (Region::set_debug_options,
   // Region::watch).
@@ -98,10 +100,17 @@ class RegionImpl {
   MethodChunks method_chunks{this};
   // Whether alloc and free go straight to this thread's heap: the best
   // method, in a process that may write and has heaps, without chain pools.
-  // Kept in one byte beside the handle, so the fast path tests one load:
   // refresh_data_plane() wherever one of its inputs changes.
-  bool plain_data_plane() const { return plain_; }
-  void refresh_data_plane() { plain_ = !read_only & registered & (method == Method::kBest) & !chain_pools; }
+  bool plain_data_plane() const { return fast_key_ != 0; }
+  // What alloc and free give region::last_region_heap: the handle's
+  // generation when plain_data_plane(), else 0 (which finds no heap). So
+  // the fast path's one comparison tests both that the data plane is plain
+  // and that this thread's last region heap is this region's.
+  uint32_t fast_heap_key() const { return fast_key_; }
+  void refresh_data_plane() {
+    bool plain = !read_only & registered & (method == Method::kBest) & !chain_pools;
+    fast_key_ = plain ? handle.generation : 0;
+  }
   bool chain_pools = false;  // Region::set_chain_pools
   // This thread's heap of the region; nullptr and EPERM for an owner that
   // only serves leases (it has none).
@@ -110,7 +119,8 @@ class RegionImpl {
       errno = EPERM;
       return nullptr;
     }
-    return region::thread_heap(handle);
+    // Remembered: the fast paths find it next time without this call.
+    return region::thread_heap_remembered(handle);
   }
   void event(RegionEvent e, const void* address, const char* what) const {
     if (handler != nullptr) handler(handler_context, e, address, what);

@@ -10,6 +10,7 @@ namespace memd::region {
 
 __thread ThreadHeapEntry tl_process_heap __attribute__((tls_model("initial-exec")));
 __thread ThreadHeapTable* tl_region_heaps __attribute__((tls_model("initial-exec")));
+__thread LastRegionHeap tl_last_region_heap __attribute__((tls_model("initial-exec"))) = {kNoRegionHeap, nullptr};
 
 namespace {
 
@@ -26,8 +27,14 @@ struct Registry {
 // malloc shim is called from the loader and from other libraries' constructors).
 constinit Registry registry;
 
+// The last region heap forgets `generation` (its entry is being cleared).
+void forget_region_heap(uint32_t generation) {
+  if (tl_last_region_heap.generation == generation) tl_last_region_heap = {kNoRegionHeap, nullptr};
+}
+
 void detach_entry(uint32_t id, ThreadHeapEntry& e) {
   if (e.heap == nullptr) return;
+  forget_region_heap(e.generation);
   heap::ThreadHeap* h = e.heap;
   bool live = registry.generation[id].load(std::memory_order_acquire) == e.generation;
   e.generation = 0;
@@ -43,6 +50,7 @@ void detach_all_at_exit(void*) {
   // A free after this (another key's destructor) finds no entry and goes
   // to the arena's stranger; an allocation maps a table again.
   tl_region_heaps = nullptr;
+  tl_last_region_heap = {kNoRegionHeap, nullptr};
   munmap(table, sizeof(ThreadHeapTable));
 }
 
@@ -71,7 +79,7 @@ bool register_any(ThreadHeapHost* host, Arena* arena, ArenaHandle* out, bool pro
   for (uint32_t id = process ? kProcessArenaId : 1; id < (process ? 1 : kMaxArenas); ++id) {
     if (registry.hosts[id] != nullptr) continue;
     registry.hosts[id] = host;
-    uint32_t gen = registry.next_generation++;
+    uint32_t gen = registry.next_generation++;  // never 0 or kNoRegionHeap: 4e9 registrations away
     registry.generation[id].store(gen, std::memory_order_release);
     pthread_mutex_unlock(&registry.lock);
     *out = {host, arena, id, gen};
@@ -97,6 +105,7 @@ void unregister_arena(const ArenaHandle& handle) {
   pthread_mutex_unlock(&registry.lock);
   ThreadHeapEntry* e = thread_heap_entry(handle.id);
   if (e != nullptr && e->generation == handle.generation) *e = {0, nullptr};
+  forget_region_heap(handle.generation);
 }
 
 heap::ThreadHeap* attach_thread_heap(const ArenaHandle& handle) {
@@ -119,6 +128,7 @@ void detach_thread_heap(const ArenaHandle& handle) {
   if (e == nullptr || e->generation != handle.generation || e->heap == nullptr) return;
   heap::ThreadHeap* h = e->heap;
   *e = {0, nullptr};
+  forget_region_heap(handle.generation);
   handle.host->detach_thread(h);
 }
 

@@ -33,6 +33,28 @@ struct ThreadHeapTable {
 extern __thread ThreadHeapEntry tl_process_heap __attribute__((tls_model("initial-exec")));
 extern __thread ThreadHeapTable* tl_region_heaps __attribute__((tls_model("initial-exec")));
 
+// The last region heap this thread found, named by its registration's
+// generation (never given twice in a process; never 0 or kNoRegionHeap). A
+// region's fast paths compare one word with it instead of indexing the
+// table; every change of an entry keeps it true (a cleared entry clears
+// it). Empty, it holds kNoRegionHeap, which no key asks for, so a match
+// always has a heap.
+inline constexpr uint32_t kNoRegionHeap = ~uint32_t{0};
+struct LastRegionHeap {
+  uint32_t generation;
+  heap::ThreadHeap* heap;
+};
+extern __thread LastRegionHeap tl_last_region_heap __attribute__((tls_model("initial-exec")));
+
+// Whether this thread's last region heap is the one of `generation`; then
+// last_region_heap() gives it. If not, the caller's slow path finds it (and
+// remembers it). 0 (a region whose calls all take the slow path) is never.
+__attribute__((always_inline)) inline bool have_last_region_heap(uint32_t generation) {
+  return tl_last_region_heap.generation == generation;
+}
+__attribute__((always_inline)) inline heap::ThreadHeap* last_region_heap() { return tl_last_region_heap.heap; }
+inline void remember_region_heap(uint32_t generation, heap::ThreadHeap* h) { tl_last_region_heap = {generation, h}; }
+
 // Id 0 belongs to the process arena, which is never destroyed: the malloc
 // shim reads tl_process_heap.heap without a generation check.
 inline constexpr uint32_t kProcessArenaId = 0;
@@ -66,10 +88,21 @@ inline heap::ThreadHeap* thread_heap(const ArenaHandle& handle) {
   if (__builtin_expect(e != nullptr && e->generation == handle.generation, 1)) return e->heap;
   return attach_thread_heap(handle);
 }
-// The calling thread's heap if it has one, else the arena's stranger (for frees).
+// The same, remembered as the last region heap (for the slow paths behind
+// last_region_heap).
+inline heap::ThreadHeap* thread_heap_remembered(const ArenaHandle& handle) {
+  heap::ThreadHeap* h = thread_heap(handle);
+  if (h != nullptr && handle.id != kProcessArenaId) remember_region_heap(handle.generation, h);
+  return h;
+}
+// The calling thread's heap if it has one, else the arena's stranger (for
+// frees); the thread's own is remembered as the last region heap.
 inline heap::ThreadHeap* thread_heap_or_stranger(const ArenaHandle& handle) {
   const ThreadHeapEntry* e = thread_heap_entry(handle.id);
-  if (__builtin_expect(e != nullptr && e->generation == handle.generation, 1)) return e->heap;
+  if (__builtin_expect(e != nullptr && e->generation == handle.generation && e->heap != nullptr, 1)) {
+    if (handle.id != kProcessArenaId) remember_region_heap(handle.generation, e->heap);
+    return e->heap;
+  }
   return handle.host->stranger();
 }
 

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "heap/layout.h"
@@ -273,6 +275,76 @@ TEST_P(RegionTest, APointerFromAnotherRegionIsRefused) {
   EXPECT_EQ(p[63], 3);
   EXPECT_TRUE((*a)->check().ok());
   EXPECT_TRUE((*b)->check().ok());
+}
+
+// A thread that uses two regions in turn: each call finds that region's own
+// heap (the fast path remembers only the last one), and each free goes back
+// to the region it came from.
+TEST_P(RegionTest, OneThreadUsingTwoRegionsInTurnKeepsEachRegionsObjectsApart) {
+  auto a = Region::create(name("turn-a"), small_options(GetParam()));
+  auto b = Region::create(name("turn-b"), small_options(GetParam()));
+  ASSERT_TRUE(a.ok() && b.ok());
+  Region* regions[2] = {a->get(), b->get()};
+  std::vector<void*> live[2];
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    int k = static_cast<int>(rng() % 2);
+    if (live[k].size() < 500 || rng() % 2) {
+      void* p = regions[k]->alloc(8 + rng() % 600);
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(regions[k]->contains(p));
+      ASSERT_FALSE(regions[1 - k]->contains(p));
+      live[k].push_back(p);
+    } else {
+      size_t j = rng() % live[k].size();
+      regions[k]->free(live[k][j]);
+      live[k][j] = live[k].back();
+      live[k].pop_back();
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(regions[k]->stat().busy_objects, live[k].size());
+    EXPECT_TRUE(regions[k]->check().ok()) << regions[k]->check();
+    for (void* p : live[k]) regions[k]->free(p);
+    EXPECT_EQ(regions[k]->stat().busy_objects, 0u);
+  }
+}
+
+// A thread that used a region keeps no claim on it once it is closed: with
+// the thread still alive, a region opened afterwards (its thread heaps
+// made anew) serves that thread from a heap of its own, not the closed
+// region's.
+TEST_P(RegionTest, AThreadThatUsedAClosedRegionIsServedByTheNextRegionsOwnHeap) {
+  std::string first = name("closed-first");
+  auto a = Region::create(first, small_options(GetParam()));
+  ASSERT_TRUE(a.ok());
+  std::atomic<int> step{0};
+  std::vector<void*> from_b;
+  Region* b_region = nullptr;
+  std::thread user([&] {
+    (*a)->free((*a)->alloc(48));  // this thread's heap of a, remembered
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+    for (int i = 0; i < 1000; ++i) from_b.push_back(b_region->alloc(16 + i % 700));
+    step.store(3);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  a->reset();  // closed while the thread that used it lives on
+  auto b = Region::create(name("closed-second"), small_options(GetParam()));
+  ASSERT_TRUE(b.ok());
+  b_region = b->get();
+  step.store(2);
+  user.join();
+  EXPECT_EQ((*b)->stat().busy_objects, from_b.size());
+  EXPECT_TRUE((*b)->check().ok()) << (*b)->check();
+  for (size_t i = 0; i < from_b.size(); ++i) {
+    ASSERT_NE(from_b[i], nullptr);
+    ASSERT_TRUE((*b)->contains(from_b[i]));
+    ASSERT_GE((*b)->size(from_b[i]), 16 + i % 700);
+    (*b)->free(from_b[i]);
+  }
+  EXPECT_EQ((*b)->stat().busy_objects, 0u);
+  EXPECT_TRUE((*b)->check().ok()) << (*b)->check();
 }
 
 // Resident memory and disk space follow live data: freed pages are punched
