@@ -48,6 +48,12 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
   secret_ = r.secret;
   empty_blocks_per_class_ = r.header->params.empty_blocks_per_class;
   kept_empty_large_ = kNoPage;
+  idle_big_[0] = idle_big_[1] = 0;
+  first_big_class_ = classes->last_class() + 1;
+  for (uint32_t cls = classes->last_class(); cls >= classes->first_class() && cls > 0; --cls) {
+    if (classes->info(cls).block_pages < kBigBlockPages) break;
+    first_big_class_ = cls;
+  }
   chain_groups_ready_ = 0;  // a group's lists are made again at its first use
   for (uint32_t cls = 0; cls < kMaxSegregatedClasses; ++cls) {
     ClassList& cl = lists_[cls];
@@ -170,6 +176,7 @@ void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
       refresh_cur(cl);
       continue;
     }
+    retire_idle_big_blocks();
     bool intact = false;
     PageIndex parked = unpark_block(PageCount{info.block_pages}, static_cast<uint16_t>(cls), &intact);
     AcquiredBlock got = parked != kNoPage ? AcquiredBlock{parked, false, false}
@@ -188,6 +195,39 @@ void* ThreadHeap::refill_list(ClassList& cl, uint32_t cls, uint8_t group) {
     list_push_front(&cl.avail, got.first);
     refresh_cur(cl);
   }
+}
+
+void ThreadHeap::retire_idle_big_blocks() {
+  static_assert(kMaxSegregatedClasses <= 128);
+  uint64_t idle[2] = {0, 0};
+  for (uint32_t cls = first_big_class_; cls <= classes_->last_class(); ++cls) {
+    ClassList& cl = lists_[cls];
+    BlockDesc& b = *cl.cur;
+    if (&b == &empty_block || b.used != 0 || !big_class(b)) continue;
+    uint64_t bit = uint64_t{1} << (cls % 64);
+    if (!(idle_big_[cls / 64] & bit)) {
+      idle[cls / 64] |= bit;  // empty now: given back if still empty next time
+      continue;
+    }
+    // Still empty: the class is idle. Its current block and the empty one
+    // it keeps aside go back (the lookaside, else the page heap); another
+    // available block, if any, becomes current.
+    cl.cur = &empty_block;
+    cl.cur_base = nullptr;
+    for (PageIndex p = cl.avail.head; p != kNoPage;) {
+      BlockDesc& e = region_.block(p);
+      p = e.next;
+      if (&e != &b && !(e.flags & kBlockCached)) continue;
+      if (e.flags & kBlockCached) {
+        e.flags &= ~kBlockCached;
+        --cl.empty_kept;
+      }
+      (void)give_back_empty(cl, e);  // kept (a notification in flight): stays available
+    }
+    refresh_cur(cl);
+  }
+  idle_big_[0] = idle[0];
+  idle_big_[1] = idle[1];
 }
 
 bool ThreadHeap::sample_due(size_t size) {
@@ -511,12 +551,17 @@ void ThreadHeap::handle_empty(ClassList& cl, BlockDesc& b) {
     ++cl.empty_kept;
     return;
   }
-  if (park_block(cl, b)) return;
+  give_back_empty(cl, b);
+}
+
+bool ThreadHeap::give_back_empty(ClassList& cl, BlockDesc& b) {
+  if (park_block(cl, b)) return true;
   // A notification for this block is in flight: decide when it arrives.
-  if (!try_disown(b, id_)) return;
+  if (!try_disown(b, id_)) return false;
   PageIndex p = region_.index_of(b);
   list_remove(b.flags & kBlockFull ? &cl.full : &cl.avail, p);
   source_->release(p);
+  return true;
 }
 
 FreeStatus ThreadHeap::free_big(void* p, uint64_t page_desc) {

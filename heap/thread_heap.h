@@ -484,6 +484,20 @@ class ThreadHeap {
   FreeStatus free_huge(PageIndex run);          // the run's start, freed and not counted
   void after_local_free(BlockDesc& b);
   void handle_empty(ClassList& cl, BlockDesc& b);
+  // An empty block of `cl`, past what the class keeps: to the lookaside,
+  // else back to the page heap. False if it stays (a notification for it is
+  // in flight; decided when it arrives).
+  bool give_back_empty(ClassList& cl, BlockDesc& b);
+  // Classes whose blocks hold at least this many pages are big: an empty
+  // block of one holds that much memory, resident where it was written,
+  // that only its class can use (a buffer grown by realloc leaves one
+  // behind in each class it passed). A big class whose current block is
+  // empty at two calls of this in a row (made before the heap takes new
+  // pages) is idle: its empty blocks go back, so their pages can serve any
+  // size again.
+  static constexpr uint32_t kBigBlockPages = 16;
+  bool big_class(const BlockDesc& b) const { return b.pages.value >= kBigBlockPages; }
+  void retire_idle_big_blocks();
   void handle_pending_block(PageIndex block);
   void handle_empty_large(PageIndex block);
 
@@ -604,6 +618,10 @@ class ThreadHeap {
   const OwnerSlot* my_slot_ = nullptr;
   uint64_t secret_ = 0;
   uint32_t empty_blocks_per_class_ = 1;
+  // The big classes (bit cls - 64 * word) whose current block was empty at
+  // the last retire_idle_big_blocks.
+  uint64_t idle_big_[2] = {};
+  uint32_t first_big_class_ = 0;  // classes from here on have big blocks (the table grows)
   void* last_grouped_[kMaxChainGroups + 1] = {};  // swap_last_grouped
   PageIndex kept_empty_large_ = kNoPage;    // one empty large block kept for reuse
   HugeCache huge_cache_;

@@ -667,6 +667,43 @@ TEST_F(HeapTest, AnEmptyBlockBackToItsOwnSizeServesItsFreeListAsItIs) {
   ExpectConsistent();
 }
 
+// A buffer grown by realloc through the big classes (blocks of 8 objects of
+// 8 KiB and more) leaves an empty block in each. Once such a class stays
+// idle (its current block empty each time the heap looks, before taking
+// new pages), its blocks go back, where any size can use their pages. A
+// big class still in use keeps its block.
+TEST_F(HeapTest, TheEmptyBlocksOfIdleBigClassesGoBackToThePageHeap) {
+  char* growing = static_cast<char*>(heap_->alloc(12 * 1024));
+  std::memset(growing, 7, 12 * 1024);
+  for (size_t size = 16 * 1024; size <= 64 * 1024; size += 4 * 1024) {
+    growing = static_cast<char*>(heap_->resize(growing, size));
+    ASSERT_NE(growing, nullptr);
+    std::memset(growing + size - 4096, 7, 4096);
+  }
+  char* kept = static_cast<char*>(heap_->alloc(10 * 1024));  // a big class in use
+  // The growth took a block in each class it passed (from 12 KiB: 24, 32,
+  // 40, 48, 56 and 64 pages, then 60, 60, 56 and 64 for the classes of 4-6
+  // objects past 32 KiB), 504 pages, plus 20 for the 10 KiB class. Each
+  // block it left went back once its class had been seen idle twice, as the
+  // next classes took theirs: what stays is the last classes' blocks and
+  // the lookaside (at most 64 pages).
+  uint64_t held = heap_->stat().pages_in_use;
+  EXPECT_LT(held, 300u);
+  // More classes taking blocks give back the rest.
+  std::vector<void*> small;
+  for (size_t size = 16; size <= 512; size += 16) small.push_back(heap_->alloc(size));
+  EXPECT_LT(heap_->stat().pages_in_use, held + 64) << "held " << held;
+  char* next = static_cast<char*>(heap_->alloc(10 * 1024));
+  // Its block holds 8 objects of 10 KiB: the next one lies within it.
+  EXPECT_LT(std::abs(next - kept), 8 * 10 * 1024) << "the busy big class lost its block";
+  EXPECT_EQ(static_cast<unsigned char>(growing[0]), 7);
+  heap_->free(next);
+  heap_->free(kept);
+  heap_->free(growing);
+  for (void* p : small) heap_->free(p);
+  ExpectConsistent();
+}
+
 TEST_F(HeapTest, AKeptHugeRunThatRequestsOfOtherSizesPassByGoesBackToThePageHeap) {
   // Growing buffers: each request is bigger than every run kept, so a kept
   // run serves none of them. It survives the first miss after its free (it
