@@ -61,6 +61,10 @@ void collect_regions(DaemonState* state, Families* f) {
            "Regions listed but not served: their backing was truncated or had no page where one was needed, or "
            "they could not be opened at start (memdctl regions shows why).",
            {}, damaged);
+  f->counter("memd_region_header_repairs_total",
+             "Times a served region's header, overwritten by a process that maps it, was restored from the daemon's "
+             "copy (the region is served on).",
+             {}, static_cast<double>(region_header_repairs_total()));
   for (const auto& r : regions) {
     Labels l{{"region", r->record.name}};
     f->gauge("memd_region_capacity_bytes", "The region's reservation of data pages, in bytes.", l,

@@ -53,9 +53,11 @@ absl::Status check_access(const CatalogRecord& r, const Peer& who, bool write) {
 
 namespace {
 std::atomic<uint64_t> damaged_total{0};
+std::atomic<uint64_t> header_repairs_total{0};
 }  // namespace
 
 uint64_t regions_damaged_total() { return damaged_total.load(std::memory_order_relaxed); }
+uint64_t region_header_repairs_total() { return header_repairs_total.load(std::memory_order_relaxed); }
 
 absl::Status ServedRegion::usable() {
   if (!damage.empty()) {
@@ -63,7 +65,15 @@ absl::Status ServedRegion::usable() {
                                                       "); its owner or root may remove it"));
   }
   if (owner == nullptr) return absl::NotFoundError(absl::StrCat("region \"", record.name, "\" was removed"));
-  if (absl::Status s = owner->backing_status(); !s.ok()) {
+  bool repaired = false;
+  absl::Status s = owner->repair_backing(&repaired);
+  if (repaired && s.ok()) {
+    // A process that maps the region wrote over its header; the owner's copy
+    // put it back, and the region is served on.
+    header_repairs_total.fetch_add(1, std::memory_order_relaxed);
+    log_warning("region \"", record.name, "\": its header was overwritten; restored from the daemon's copy");
+  }
+  if (!s.ok()) {
     mark_damaged(s.message());
     return usable();
   }

@@ -66,6 +66,8 @@ struct ServedRegion {
 
 // Regions damaged so far (for the metric).
 uint64_t regions_damaged_total();
+// Headers of served regions restored from the daemon's copy since it started.
+uint64_t region_header_repairs_total();
 
 struct OpenArgs {
   std::string name;

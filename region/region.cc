@@ -588,7 +588,7 @@ absl::Status Region::serve(std::string_view path) {
   if (!impl_->owner()) return absl::FailedPreconditionError("only the region's owner serves leases");
   if (impl_->server) return absl::FailedPreconditionError("already serving");
   absl::StatusOr<std::unique_ptr<region::SocketLeaseServer>> s =
-      region::SocketLeaseServer::start(path, impl_->service.get(), [this] { return backing_status(); });
+      region::SocketLeaseServer::start(path, impl_->service.get(), [this] { return repair_backing(); });
   if (!s.ok()) return s.status();
   impl_->server = std::move(*s);
   return absl::OkStatus();

@@ -347,6 +347,14 @@ class Region {
   // it was truncated, or a page fault found no backing). A region that fails
   // this must not be used any more: see disciplines/fault_guard.h.
   absl::Status backing_status() const;
+  // backing_status for the region's owner, which serves it: if the header's
+  // fields fixed at creation (identity, geometry, classes, parameters) were
+  // overwritten by a process that maps the region, they are first written
+  // back from the owner's copy, taken when it opened the region (and made
+  // durable in a file region); *repaired (if given) says whether they were.
+  // What it cannot restore (the lifecycle and page-heap fields, the backing
+  // object's length) still fails as in backing_status. Others: backing_status.
+  absl::Status repair_backing(bool* repaired = nullptr);
   // For a region whose backing failed: closing it then touches none of its
   // memory (no clean close is marked, so the next open recovers it).
   void mark_damaged();

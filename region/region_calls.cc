@@ -369,6 +369,21 @@ absl::Status Region::backing_status() const {
   }
   return absl::OkStatus();
 }
+absl::Status Region::repair_backing(bool* repaired) {
+  if (repaired != nullptr) *repaired = false;
+  absl::Status s = backing_status();
+  if (s.ok() || !impl_->owner() || impl_->header_copy.empty() || impl_->damaged) return s;
+  if (absl::Status backing = impl_->source->backing_status(); !backing.ok()) return backing;
+  char* h = reinterpret_cast<char*>(impl_->region.header);
+  if (std::memcmp(h, impl_->header_copy.data(), impl_->header_copy.size()) == 0) return s;
+  // Written back a byte at a time as it was read: a client attaching now
+  // may see a mix, which its own validation refuses (it may retry).
+  std::memcpy(h, impl_->header_copy.data(), impl_->header_copy.size());
+  (void)impl_->source->persist(0, impl_->header_copy.size());  // a file region: durable again
+  if (repaired != nullptr) *repaired = true;
+  return backing_status();
+}
+
 void Region::mark_damaged() { impl_->damaged = true; }
 
 void Region::set_event_handler(RegionEventHandler handler, void* context) {

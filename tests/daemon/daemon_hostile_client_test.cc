@@ -10,8 +10,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "heap/layout.h"
 #include "tests/daemon/raw_session.h"
@@ -291,6 +293,38 @@ TEST_F(DaemonHostileClient, TruncatedBackingDamagesOnlyThatRegion) {
   ASSERT_EQ(kill(d.pid(), 0), 0) << d.log();
   EXPECT_EQ(run_client(d, {}, {"bystander", "verify", "1", "500", "40"}), 0);
   EXPECT_TRUE(check(s, "bystander").ok());
+}
+
+// A process that may write a region wrote garbage over the header's fields
+// fixed at creation (its identity, geometry and table offsets). The daemon
+// puts them back from the copy it took at open, says so, and serves the
+// region on, where it used to mark it damaged for good.
+TEST_F(DaemonHostileClient, AnOverwrittenHeaderIsRestoredAndTheRegionServedOn) {
+  RawSession s(d.socket());
+  ASSERT_NE(s.id, 0u);
+  for (v1::Discipline disc : {v1::DISCIPLINE_SHM, v1::DISCIPLINE_FILE}) {
+    std::string name = disc == v1::DISCIPLINE_SHM ? "scrawl-shm" : "scrawl-file";
+    Opened r = open_region(s, name, disc);
+    std::vector<uint32_t> pages;
+    ASSERT_TRUE(lease(s, r, 8, &pages).ok());
+    Mapping m(disc == v1::DISCIPLINE_SHM ? shm_path(d, name) : r.object, 4096);
+    ASSERT_NE(m.base, MAP_FAILED);
+    char* h = static_cast<char*>(m.base);
+    std::vector<char> saved(h, h + 128);
+    std::memset(h, 0x5a, 128);  // magic, version, page size, geometry, table offsets
+    std::vector<uint32_t> more;
+    grpc::Status st = lease(s, r, 1, &more);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(std::memcmp(h, saved.data(), saved.size()), 0) << "the header was not restored";
+    v1::RegionInfo info;
+    st = s.stat(name, &info);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(info.damage(), "");
+    v1::CheckResult c = check(s, name);
+    EXPECT_TRUE(c.ok()) << c.message();
+  }
+  EXPECT_NE(d.log().find("its header was overwritten; restored from the daemon's copy"), std::string::npos) << d.log();
+  ASSERT_EQ(kill(d.pid(), 0), 0) << d.log();
 }
 
 // Issue 14.1 at start: a region whose object was truncated while the daemon

@@ -9,9 +9,10 @@
 // leave the owner's books disagreeing with the page heap. An input whose
 // first byte is odd also scribbles on the region's memory between requests,
 // as a client mapping the region may; then the region is only required not
-// to bring its owner down (a region whose header was overwritten is refused
-// from then on, as the daemon refuses it), and is made anew for the next
-// input.
+// to bring its owner down (a header overwritten in its fixed part is put
+// back from the owner's copy before the next request, as the daemon does;
+// what cannot be restored is refused from then on), and is made anew for
+// the next input.
 //
 // A request is one op byte, then its fields as small values; a block is
 // named either by its place among the blocks responses handed out so far or
@@ -217,10 +218,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   if (scribbles) {
-    // As the daemon does: a region whose header was overwritten is marked
-    // damaged and not touched again; any other may be checked, which must
-    // report what it finds, not crash.
-    if (owner->region->backing_status().ok()) (void)owner->region->check();
+    // As the daemon does: a header overwritten in its fixed part is
+    // restored; a region whose header cannot be is marked damaged and not
+    // touched again; any other may be checked, which must report what it
+    // finds, not crash.
+    if (owner->region->repair_backing().ok()) (void)owner->region->check();
     make_region();  // whatever the scribbles did, the next input starts whole
   } else if (absl::Status checked = owner->region->check(); !checked.ok()) {
     fail("after a client that only spoke the protocol: " + std::string(checked.message()));
