@@ -203,7 +203,7 @@ void ThreadHeap::retire_idle_big_blocks() {
   for (uint32_t cls = first_big_class_; cls <= classes_->last_class(); ++cls) {
     ClassList& cl = lists_[cls];
     BlockDesc& b = *cl.cur;
-    if (&b == &empty_block || b.used != 0 || !big_class(b)) continue;
+    if (&b == &empty_block || b.used != 0) continue;
     uint64_t bit = uint64_t{1} << (cls % 64);
     if (!(idle_big_[cls / 64] & bit)) {
       idle[cls / 64] |= bit;  // empty now: given back if still empty next time

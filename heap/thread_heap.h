@@ -496,7 +496,6 @@ class ThreadHeap {
   // pages) is idle: its empty blocks go back, so their pages can serve any
   // size again.
   static constexpr uint32_t kBigBlockPages = 16;
-  bool big_class(const BlockDesc& b) const { return b.pages.value >= kBigBlockPages; }
   void retire_idle_big_blocks();
   void handle_pending_block(PageIndex block);
   void handle_empty_large(PageIndex block);

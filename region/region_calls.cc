@@ -376,8 +376,10 @@ absl::Status Region::repair_backing(bool* repaired) {
   if (absl::Status backing = impl_->source->backing_status(); !backing.ok()) return backing;
   char* h = reinterpret_cast<char*>(impl_->region.header);
   if (std::memcmp(h, impl_->header_copy.data(), impl_->header_copy.size()) == 0) return s;
-  // Written back a byte at a time as it was read: a client attaching now
-  // may see a mix, which its own validation refuses (it may retry).
+  // The caller serializes calls (the daemon holds the region's lock, the
+  // lease server has one thread), so only other processes may read the
+  // header while it is written back: one attaching now may see a mix of
+  // old and restored bytes, which its own validation refuses (it retries).
   std::memcpy(h, impl_->header_copy.data(), impl_->header_copy.size());
   (void)impl_->source->persist(0, impl_->header_copy.size());  // a file region: durable again
   if (repaired != nullptr) *repaired = true;

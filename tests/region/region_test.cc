@@ -330,6 +330,14 @@ TEST_P(RegionTest, AThreadThatUsedAClosedRegionIsServedByTheNextRegionsOwnHeap) 
   });
   while (step.load() != 1) std::this_thread::yield();
   a->reset();  // closed while the thread that used it lives on
+  // Another region's heap is made first and used here, so memory the closed
+  // region's heaps held is likely reused by a heap that is not b's: a stale
+  // entry that survived the close would send the thread's objects there and
+  // fail the checks below, instead of passing by landing on b's heap.
+  auto filler = Region::create(name("closed-filler"), small_options(GetParam()));
+  ASSERT_TRUE(filler.ok());
+  void* kept = (*filler)->alloc(48);
+  ASSERT_NE(kept, nullptr);
   auto b = Region::create(name("closed-second"), small_options(GetParam()));
   ASSERT_TRUE(b.ok());
   b_region = b->get();
@@ -345,6 +353,8 @@ TEST_P(RegionTest, AThreadThatUsedAClosedRegionIsServedByTheNextRegionsOwnHeap) 
   }
   EXPECT_EQ((*b)->stat().busy_objects, 0u);
   EXPECT_TRUE((*b)->check().ok()) << (*b)->check();
+  EXPECT_EQ((*filler)->stat().busy_objects, 1u);  // nothing of the thread's landed there
+  (*filler)->free(kept);
 }
 
 // Resident memory and disk space follow live data: freed pages are punched
