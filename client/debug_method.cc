@@ -1,5 +1,7 @@
 #include "client/debug_method.h"
 
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +45,18 @@ bool DebugMethod::start(const DebugSettings& settings, const char* label, region
     errno = e;
     return false;
   }
+  // The quarantine's ring, mapped rather than a member: its pages are
+  // touched as it fills, and a method never started (the shim's, in most
+  // programs) costs no resident memory for it.
+  void* ring = mmap(nullptr, kQuarantineRingBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (ring == MAP_FAILED) {
+    int e = errno;
+    region::unregister_arena(handle);
+    region::Arena::destroy(arena);
+    errno = e;
+    return false;
+  }
+  quarantine_ = static_cast<void**>(ring);
   arena_ = handle;
   secret_ = heap::random_secret();
   settings_ = settings;
@@ -59,6 +73,8 @@ void DebugMethod::stop() {
   arena_ = {};
   live_ = nullptr;
   live_blocks_ = live_bytes_ = 0;
+  munmap(quarantine_, kQuarantineRingBytes);
+  quarantine_ = nullptr;
   quarantine_first_ = quarantine_count_ = quarantine_bytes_ = 0;
 }
 

@@ -140,7 +140,8 @@ class DebugMethod {
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   heap::DebugHeader* live_ = nullptr;  // the live blocks, newest first
   uint64_t live_blocks_ = 0, live_bytes_ = 0;
-  void* quarantine_[kQuarantineBlocks] = {};
+  static constexpr size_t kQuarantineRingBytes = kQuarantineBlocks * sizeof(void*);
+  void** quarantine_ = nullptr;  // a ring of kQuarantineBlocks, mapped by start
   size_t quarantine_first_ = 0, quarantine_count_ = 0, quarantine_bytes_ = 0;
   uint64_t trace_start_us_ = 0;
 };

@@ -10,7 +10,7 @@
 namespace memd::heap {
 namespace {
 
-constexpr Offset kNoOffset = ~Offset{0};
+constexpr Offset kNoOffset = ~Offset{0};  // LargeHeap::kNoChunk, for the links here
 
 struct FreeLinks {
   Offset next;
@@ -40,10 +40,9 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   // Exact bins up to the largest large object (with no large sizes, up to
   // the table's end; bigger chunks share the last bin).
   max_binned_ = round_up(std::min(large_max, kLargeMaxLimit), kChunkAlign) + sizeof(ChunkHeader);
-  std::fill(std::begin(head_), std::end(head_), kNoOffset);
   std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
   summary_ = 0;
-  std::fill(std::begin(quick_), std::end(quick_), kNoOffset);
+  std::fill(std::begin(quick_has_), std::end(quick_has_), 0);
   quick_bytes_ = 0;
 }
 
@@ -55,7 +54,7 @@ void LargeHeap::bin_insert(ChunkHeader* c) {
   uint32_t bin = bin_of(c->size);
   FreeLinks& l = links_of(c);
   l.prev = kNoOffset;
-  l.next = head_[bin];
+  l.next = nonempty_[bin / 64] & (uint64_t{1} << (bin % 64)) ? head_[bin] : kNoOffset;
   if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = offset_of(c);
   head_[bin] = offset_of(c);
   nonempty_[bin / 64] |= uint64_t{1} << (bin % 64);

@@ -90,9 +90,11 @@ class LargeHeap {
     uint32_t need = static_cast<uint32_t>((size + kChunkAlign - 1) & ~size_t{kChunkAlign - 1}) +
                     uint32_t{sizeof(ChunkHeader)};
     if (need < min_chunk_) need = min_chunk_;
-    if (need > kQuickMaxChunk || quick_[need / kChunkAlign] == ~Offset{0}) return nullptr;
-    ChunkHeader* q = chunk_at(quick_[need / kChunkAlign]);
-    quick_[need / kChunkAlign] = *reinterpret_cast<Offset*>(q + 1);
+    uint32_t bin = need / kChunkAlign;
+    if (need > kQuickMaxChunk || !quick_has(bin)) return nullptr;
+    ChunkHeader* q = chunk_at(quick_[bin]);
+    quick_[bin] = *reinterpret_cast<Offset*>(q + 1);
+    if (quick_[bin] == kNoChunk) quick_has_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
     quick_bytes_ -= q->size;
     __atomic_store_n(&q->state, kChunkBusy, __ATOMIC_RELEASE);
     return q + 1;
@@ -123,8 +125,10 @@ class LargeHeap {
     if (usable) *usable = size - sizeof(ChunkHeader);
     if (size <= kQuickMaxChunk && quick_bytes_ + size <= kQuickBytes) {
       __atomic_store_n(&c->state, kChunkQuick, __ATOMIC_RELEASE);
-      *reinterpret_cast<Offset*>(c + 1) = quick_[size / kChunkAlign];
-      quick_[size / kChunkAlign] = off;
+      uint32_t bin = size / kChunkAlign;
+      *reinterpret_cast<Offset*>(c + 1) = quick_has(bin) ? quick_[bin] : kNoChunk;
+      quick_[bin] = off;
+      quick_has_[bin / 64] |= uint64_t{1} << (bin % 64);
       quick_bytes_ += size;
       return LargeFreeResult::kFreed;
     }
@@ -195,6 +199,8 @@ class LargeHeap {
   static constexpr uint32_t kQuickBytes = 256 * 1024;
   static constexpr uint32_t kQuickBins = kQuickMaxChunk / 16 + 1;
   static constexpr uint32_t kBinWords = (kBins + 63) / 64;
+  static constexpr uint32_t kQuickWords = (kQuickBins + 63) / 64;
+  static constexpr Offset kNoChunk = ~Offset{0};  // the end of a list
   static_assert(kBinWords <= 64, "the summary word covers every bin word");
 
   // Exact bins up to the largest large object; one bin for bigger free chunks.
@@ -239,23 +245,34 @@ class LargeHeap {
   uint32_t block_bytes_ = 0;
   uint32_t min_chunk_ = 0;
   uint32_t max_binned_ = 0;
+  bool quick_has(uint32_t bin) const { return (quick_has_[bin / 64] >> (bin % 64)) & 1; }
+
+  // The list heads are read only where a bit says they hold chunks, so
+  // init leaves them as they are: a thread heap's first use touches 24 KiB
+  // fewer of its pages (each thread's, and the stranger's, which most
+  // processes never use).
+  uint64_t nonempty_[kBinWords];     // bit per bin: has chunks (head_ valid)
+  uint64_t summary_ = 0;             // bit per word of nonempty_: has a set bit
+  uint64_t quick_has_[kQuickWords];  // bit per quick bin: has chunks (quick_ valid)
+  uint32_t quick_bytes_ = 0;         // bytes of chunks in the quick cache
   Offset head_[kBins];
-  uint64_t nonempty_[kBinWords];  // bit per bin: has chunks
-  uint64_t summary_ = 0;          // bit per word of nonempty_: has a set bit
-  Offset quick_[kQuickBins];      // quick-cached chunks by size (link: payload's first word)
-  uint32_t quick_bytes_ = 0;      // bytes of chunks in the quick cache
+  Offset quick_[kQuickBins];  // quick-cached chunks by size (link: payload's first word)
 };
 
 template <class F>
 void LargeHeap::flush_quick(F on_empty) {
   if (quick_bytes_ == 0) return;
-  for (uint32_t bin = 0; bin < kQuickBins; ++bin) {
-    while (quick_[bin] != ~Offset{0}) {
-      ChunkHeader* c = chunk_at(quick_[bin]);
-      quick_[bin] = *reinterpret_cast<Offset*>(c + 1);
-      PageIndex block = block_of(c);
-      if (release_chunk(c, region_.page_address(block))->size == block_bytes_) on_empty(block);
+  for (uint32_t w = 0; w < kQuickWords; ++w) {
+    for (uint64_t bits = quick_has_[w]; bits != 0; bits &= bits - 1) {
+      uint32_t bin = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      for (Offset o = quick_[bin]; o != kNoChunk;) {
+        ChunkHeader* c = chunk_at(o);
+        o = *reinterpret_cast<Offset*>(c + 1);
+        PageIndex block = block_of(c);
+        if (release_chunk(c, region_.page_address(block))->size == block_bytes_) on_empty(block);
+      }
     }
+    quick_has_[w] = 0;
   }
   quick_bytes_ = 0;
 }

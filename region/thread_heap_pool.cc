@@ -29,7 +29,11 @@ bool ThreadHeapPool::init(const heap::Region& r, const heap::SizeClasses* classe
   heaps_ = static_cast<heap::ThreadHeap*>(mem);
   // The stranger frees on behalf of threads without a heap (exiting ones):
   // its id owns no block, so every free it makes is a remote one.
-  stranger_ = new (heaps_ + max_slots_) heap::ThreadHeap();
+  // Default-initialized, not value-initialized (no "()"): the members
+  // set what they must, and zeroing the whole object first would touch all
+  // of its pages, most of which (the large heap's list heads) stay unused
+  // until the heap has large objects, and for most strangers forever.
+  stranger_ = new (heaps_ + max_slots_) heap::ThreadHeap;
   stranger_->init(region_, classes_, source_,
                   ((kMaxOwnerGeneration + 1) << heap::kOwnerSlotBits) | (heap::kMaxOwnerSlots - 1));
   stranger_->disable_huge_cache();
@@ -66,7 +70,7 @@ heap::ThreadHeap* ThreadHeapPool::attach_thread() {
     std::atomic<uint64_t>& built = built_[slot / 64];
     const uint64_t bit = uint64_t{1} << (slot % 64);
     if (!(built.load(std::memory_order_relaxed) & bit)) {
-      new (oh) heap::ThreadHeap();
+      new (oh) heap::ThreadHeap;  // default-initialized, as the stranger
       built.fetch_or(bit, std::memory_order_release);
       for (uint32_t used = slots_used_.load(std::memory_order_relaxed);
            used <= slot && !slots_used_.compare_exchange_weak(used, slot + 1, std::memory_order_relaxed);) {

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <new>
+#include <vector>
+
 #include "disciplines/anonymous.h"
 #include "heap/page_heap.h"
 #include "heap/region_format.h"
@@ -91,6 +95,40 @@ TEST_F(LargeHeapTest, TheQuickCacheHandsBackAChunkOfTheSameSize) {
   int emptied = 0;
   heap_.flush_quick([&](PageIndex) { ++emptied; });
   EXPECT_EQ(emptied, 1);  // merging it emptied its block
+}
+
+// init leaves the list heads as they are (a thread heap's pages stay
+// untouched until it has large objects): a heap made over memory full of
+// stale bytes, as a reused or default-initialized one is, must follow none
+// of them, in the quick cache or the bins.
+TEST_F(LargeHeapTest, AHeapOverStaleMemoryFollowsNoneOfItsOldListHeads) {
+  alignas(LargeHeap) unsigned char storage[sizeof(LargeHeap)];
+  std::memset(storage, 0xab, sizeof storage);
+  auto* stale = new (storage) LargeHeap;
+  stale->init(r_, 32768, 20, 0x5eed);
+  bool zeroed;
+  std::vector<void*> live;
+  for (size_t n : {600, 5000, 5000, 9000, 16384, 20000, 30000, 600}) {
+    void* p = stale->alloc(blocks_, 1, n, 16, &zeroed);
+    ASSERT_NE(p, nullptr);
+    live.push_back(p);
+  }
+  EXPECT_EQ(stale->try_quick(5000), nullptr);  // nothing cached yet
+  // Frees into the quick cache (up to 16 KiB) and into the bins (past it),
+  // then the same sizes again: each comes back from where it was put.
+  for (size_t i : {1, 4, 5}) EXPECT_EQ(stale->free_local(BlockOf(live[i]), live[i]), LargeFreeResult::kFreed);
+  EXPECT_EQ(stale->try_quick(5000), live[1]);
+  EXPECT_EQ(stale->try_quick(5000), nullptr);
+  EXPECT_EQ(stale->try_quick(16384), live[4]);
+  EXPECT_EQ(stale->alloc(blocks_, 1, 20000, 16, &zeroed), live[5]);  // the bin's chunk
+  int emptied = 0;
+  for (void* p : live) {
+    LargeFreeResult f = stale->free_local(BlockOf(p), p);
+    EXPECT_NE(f, LargeFreeResult::kInvalid);
+    if (f == LargeFreeResult::kBlockEmpty) ++emptied;
+  }
+  stale->flush_quick([&](PageIndex) { ++emptied; });
+  EXPECT_EQ(emptied, blocks_.acquired);  // everything merged back into whole blocks
 }
 
 // 16 KiB, a size programs ask for often, is the largest the cache takes.
