@@ -1,5 +1,7 @@
 #include "heap/pool_method.h"
 
+#include "heap/crash_point.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -18,7 +20,14 @@ struct PoolChunk {
   uint32_t stride;  // bytes per object
   uint32_t count;   // objects
   uint64_t recip;   // ceil(2^32 / stride): object indices without a division
-  uint64_t pad[4];
+  // The claim lock: the record id (claimer_id) of the thread taking a
+  // word's bits in this chunk; free when it does not carry kClaimTag. Not
+  // waited for long: a claimer finding it held looks elsewhere, and a dead
+  // holder's is released with its record (pool_return_record). In chunks
+  // made before it existed this was padding, never written: whatever it
+  // holds there reads as free unless it happens to carry the tag.
+  std::atomic<uint64_t> claimer;
+  uint64_t pad[3];
   std::atomic<uint64_t> bits[kBitmapWords];  // 1: taken (or past `count`)
 };
 static_assert(offsetof(PoolChunk, bits) == 64);
@@ -84,36 +93,109 @@ uint32_t start_word(uint32_t words) {
   return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(&here) >> 12) % words);
 }
 
-// Claims every free object of one word of `c` (one fetch_or) and hands one
-// out; the others go to `cache` (or back at once when there is none). A
-// thread goes on from the word after its last claim: behind it the words
-// are likely full.
+// The claim lock's value for the thread that owns `rec`: the tag, and the
+// record's offset (unique among the region's records).
+constexpr uint64_t kClaimTag = uint64_t{0xc1a1} << 48;
+uint64_t claimer_id(const Region& r, const PoolCacheRecord* rec) {
+  return kClaimTag | static_cast<uint64_t>(reinterpret_cast<const char*>(rec) - r.data);
+}
+bool claim_held(uint64_t lock) { return (lock & (uint64_t{0xffff} << 48)) == kClaimTag; }
+
+// A claim holds the lock for a few dozen instructions, so a live holder is
+// waited for a moment; one that stays (a preempted or dead holder) sends
+// the caller elsewhere: never a wait on another process.
+bool take_claim_lock(PoolChunk* c, uint64_t id) {
+  for (int tries = 0; tries < 64; ++tries) {
+    uint64_t lock = c->claimer.load(std::memory_order_relaxed);
+    if (!claim_held(lock) && c->claimer.compare_exchange_strong(lock, id, std::memory_order_seq_cst)) {
+      return true;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  return false;
+}
+
+// Takes the free bits of word w of `c` for a thread whose claims are not
+// recorded (no record, or no cache): they must not land in a word whose
+// claim a dead holder of the lock has pending, or that holder's record would
+// give them back while they are live. Taken first, the bits are given up
+// again if the lock turns out held: either the holder read the word after
+// they were taken (its claim leaves them alone) or it holds the lock now,
+// and is seen. `all`: every free bit; else the lowest free one.
+uint64_t take_unrecorded(PoolChunk* c, uint32_t w, bool all) {
+  uint64_t claimed = 0;
+  if (all) {
+    claimed = ~c->bits[w].fetch_or(kFull, std::memory_order_seq_cst);
+  } else {
+    uint64_t bits = c->bits[w].load(std::memory_order_relaxed);
+    while (bits != kFull) {
+      uint64_t bit = ~bits & (bits + 1);  // the lowest clear bit
+      uint64_t old = c->bits[w].fetch_or(bit, std::memory_order_seq_cst);
+      if ((old & bit) == 0) {
+        claimed = bit;
+        break;
+      }
+      bits = old | bit;
+    }
+  }
+  if (claimed != 0 && claim_held(c->claimer.load(std::memory_order_seq_cst))) {
+    c->bits[w].fetch_and(~claimed, std::memory_order_release);
+    return 0;
+  }
+  return claimed;
+}
+
+// Takes every free bit of word w of `c` for the thread that owns `rec`,
+// which holds the chunk's claim lock: each attempt is named in the record
+// before its compare-and-swap, so that the bits it took are known if the
+// thread dies before the record says what it holds.
+uint64_t take_recorded(PoolChunk* c, uint32_t w, PoolCacheRecord* rec) {
+  // seq_cst, as the lock taken before it: take_unrecorded's bits are either
+  // seen here or its check sees the lock.
+  uint64_t old = c->bits[w].load(std::memory_order_seq_cst);
+  while (old != kFull) {
+    record_set(&rec->claim_old, old);
+    record_set(&rec->claim_word, w + 1);
+    if (c->bits[w].compare_exchange_weak(old, kFull, std::memory_order_acquire, std::memory_order_relaxed)) {
+      return ~old;
+    }
+  }
+  record_set(&rec->claim_word, uint32_t{0});
+  return 0;
+}
+
+// Claims every free object of one word of `c` and hands one out; the others
+// go to `cache` (or back at once when there is none). A thread goes on from
+// the word after its last claim: behind it the words are likely full. A
+// thread with a record claims under the chunk's claim lock (pool_method.h),
+// and finds nothing in a chunk whose lock another holds.
 void* claim_from(const Region& r, PoolState& s, PoolChunk* c, PoolCache* cache, uint64_t size) {
+  PoolCacheRecord* rec = cache != nullptr ? cache->record : nullptr;
+  if (rec != nullptr) {
+    // Named before it is taken: a lock held by a dead thread is found by
+    // its record.
+    record_set(&rec->claiming, static_cast<uint64_t>(reinterpret_cast<char*>(c) - r.data) + 1);
+    if (!take_claim_lock(c, claimer_id(r, rec))) {
+      record_set(&rec->claiming, uint64_t{0});
+      return nullptr;
+    }
+  } else if (claim_held(c->claimer.load(std::memory_order_relaxed))) {
+    return nullptr;  // take_unrecorded would give up every word's bits again
+  }
+  void* got = nullptr;
   uint32_t words = words_of(c);
   uint32_t first = start_word(words);
   if (cache != nullptr && cache->cursor_chunk == reinterpret_cast<char*>(c) && cache->cursor_word < words) {
     first = cache->cursor_word;
   }
-  for (uint32_t i = 0; i < words; ++i) {
+  for (uint32_t i = 0; i < words && got == nullptr; ++i) {
     uint32_t w = first + i < words ? first + i : first + i - words;
     if (c->bits[w].load(std::memory_order_relaxed) == kFull) continue;
-    uint64_t claimed;
-    if (cache != nullptr) {
-      claimed = ~c->bits[w].fetch_or(kFull, std::memory_order_acquire);
-    } else {
-      uint64_t bits = c->bits[w].load(std::memory_order_relaxed);
-      claimed = 0;
-      while (bits != kFull) {
-        uint64_t bit = ~bits & (bits + 1);  // the lowest clear bit
-        uint64_t old = c->bits[w].fetch_or(bit, std::memory_order_acquire);
-        if ((old & bit) == 0) {
-          claimed = bit;
-          break;
-        }
-        bits = old | bit;
-      }
-    }
+    uint64_t claimed = rec != nullptr ? take_recorded(c, w, rec) : take_unrecorded(c, w, cache != nullptr);
     if (claimed == 0) continue;
+    crash_point("pool_claim_taken");
     char* word_first = objects_of(c) + size_t{w} * 64 * c->stride;
     uint64_t bit = claimed & (~claimed + 1);
     if (cache != nullptr) {
@@ -127,19 +209,25 @@ void* claim_from(const Region& r, PoolState& s, PoolChunk* c, PoolCache* cache, 
       cache->mask = claimed & ~bit;
       cache->cursor_chunk = reinterpret_cast<char*>(c);
       cache->cursor_word = w + 1;
-      // The claim is in flight until its record says it (the record's
-      // mask is empty here: a claim follows an empty cache).
-      if (PoolCacheRecord* rec = cache->record) {
+      // The claim in the record (its mask is empty here: a claim follows
+      // an empty cache), then no longer pending: from here a death gives
+      // back the mask, and the object handed out is the caller's.
+      if (rec != nullptr) {
         record_set(&rec->mask, uint64_t{0});
         record_set(&rec->chunk, static_cast<uint64_t>(reinterpret_cast<char*>(c) - r.data) + 1);
         record_set(&rec->word, w);
         record_set(&rec->clears, cache->clears);
         record_set(&rec->mask, cache->mask);
+        record_set(&rec->claim_word, uint32_t{0});
       }
     }
-    return word_first + static_cast<size_t>(__builtin_ctzll(bit)) * c->stride;
+    got = word_first + static_cast<size_t>(__builtin_ctzll(bit)) * c->stride;
   }
-  return nullptr;
+  if (rec != nullptr) {
+    c->claimer.store(0, std::memory_order_release);
+    record_set(&rec->claiming, uint64_t{0});
+  }
+  return got;
 }
 
 PoolChunk* make_chunk(const Region& r, ChunkSource& source, size_t stride) {
@@ -153,6 +241,7 @@ PoolChunk* make_chunk(const Region& r, ChunkSource& source, size_t stride) {
   c->stride = static_cast<uint32_t>(stride);
   c->count = static_cast<uint32_t>(count);
   c->recip = recip_for(stride);
+  c->claimer.store(0, std::memory_order_relaxed);
   for (uint32_t w = 0; w < kBitmapWords; ++w) {
     size_t lo = size_t{w} * 64;
     uint64_t past = lo >= count ? kFull : (count - lo >= 64 ? 0 : kFull << (count - lo));
@@ -398,33 +487,61 @@ void pool_return_record(const Region& r, PoolState& s, PoolCacheRecord* rec) {
   uint64_t clears = rec->clears, chunk = rec->chunk, mask = rec->mask;
   uint32_t word = rec->word;
   uint32_t n = std::min<uint32_t>(rec->freed_count, kPoolCacheFreed);
-  if (mask == 0 && n == 0) return;  // held nothing: not even a write
+  uint64_t claiming = rec->claiming, claim_old = rec->claim_old;
+  uint32_t claim_word = rec->claim_word;
+  if (mask == 0 && n == 0 && claiming == 0) return;  // held nothing: not even a write
   uint64_t freed[kPoolCacheFreed];
   std::memcpy(freed, rec->freed, sizeof freed);
   record_set(&rec->freed_count, uint32_t{0});
   record_set(&rec->mask, uint64_t{0});
   record_set(&rec->chunk, uint64_t{0});
+  record_set(&rec->claim_word, uint32_t{0});
+  record_set(&rec->claiming, uint64_t{0});
   uint64_t size = s.size.load(std::memory_order_acquire);
-  // A clear since made the record stale: its chunks may be gone.
-  if (size == 0 || clears != s.clears.load(std::memory_order_acquire)) return;
+  // A clear since made the record stale: its chunks may be gone (and a
+  // chunk made since starts unlocked).
+  if (size == 0 || (clears != s.clears.load(std::memory_order_acquire) && claiming == 0)) return;
   size_t stride = stride_for(size);
   // The chunks a record names were linked by whoever made them (with
   // release); this acquire orders their headers before the reads below,
   // as a claimer's own look at the list did (the record itself, written by
   // another process, orders nothing).
   (void)s.chunks.load(std::memory_order_acquire);
-  PoolChunk* c = mask != 0 && chunk != 0 ? chunk_at(r, chunk - 1, stride) : nullptr;
-  // The record names offsets, which any process may have written: only
-  // those inside the data pages become addresses.
-  void* objects[kPoolCacheFreed];
-  uint32_t valid = 0;
-  for (uint32_t k = 0; k < n; ++k) {
-    if (freed[k] < r.data_bytes) objects[valid++] = r.data + freed[k];
+  bool returned = false;
+  // A claim lock the dead thread still holds: the bits its pending claim
+  // took (or would have taken, still clear then: nobody else takes bits of
+  // a locked chunk) go back first, then the lock. The bits are cleared
+  // while the lock is still held, so that no claimer takes them in between.
+  PoolChunk* locked = claiming != 0 ? chunk_at(r, claiming - 1, stride) : nullptr;
+  const uint64_t me = claimer_id(r, rec);
+  if (locked != nullptr && locked->claimer.load(std::memory_order_acquire) == me) {
+    if (claim_word != 0 && claim_word - 1 < words_of(locked)) {
+      uint64_t pending = ~claim_old & object_bits(locked, claim_word - 1);
+      if (pending != 0) {
+        locked->bits[claim_word - 1].fetch_and(~pending, std::memory_order_release);
+        returned = true;
+      }
+    }
+  } else {
+    locked = nullptr;
   }
-  if (give_back(r, s, c, word, mask, objects, valid)) {
-    // Room where no hint may say: let allocators look.
-    s.room.store(1, std::memory_order_release);
+  if (clears == s.clears.load(std::memory_order_acquire)) {
+    PoolChunk* c = mask != 0 && chunk != 0 ? chunk_at(r, chunk - 1, stride) : nullptr;
+    // The record names offsets, which any process may have written: only
+    // those inside the data pages become addresses.
+    void* objects[kPoolCacheFreed];
+    uint32_t valid = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+      if (freed[k] < r.data_bytes) objects[valid++] = r.data + freed[k];
+    }
+    returned |= give_back(r, s, c, word, mask, objects, valid);
   }
+  if (locked != nullptr) {
+    uint64_t held = me;
+    locked->claimer.compare_exchange_strong(held, 0, std::memory_order_release, std::memory_order_relaxed);
+  }
+  // Room where no hint may say: let allocators look.
+  if (returned) s.room.store(1, std::memory_order_release);
 }
 
 void pool_clear(const Region& r, PoolState& s, ChunkSource& source) {

@@ -46,6 +46,15 @@ inline constexpr uint32_t kPoolCacheFreed = 16;
 // word's record is emptied before it changes, an object leaves the record
 // before it is handed out, and a flush empties the record before it clears
 // the bits).
+//
+// A claim itself is in flight between taking a word's free bits and the
+// record saying so. The claimer holds its chunk's claim lock meanwhile (no
+// other thread takes bits of that chunk), and the record names the lock
+// before it is taken and the word's bits the claim expects before it takes
+// them (`claiming`, `claim_word`, `claim_old`). So a claimer killed at any
+// point leaks nothing: whoever returns its record finds the lock still held
+// and gives back the bits clear in `claim_old` (those the claim took, if it
+// got that far; still clear, if not), then releases the lock.
 struct alignas(64) PoolCacheRecord {
   uint64_t clears;       // the pool's clears when the word was claimed
   uint64_t chunk;        // data offset + 1 of the claimed word's chunk, 0: none
@@ -53,6 +62,10 @@ struct alignas(64) PoolCacheRecord {
   uint32_t word;
   uint32_t freed_count;
   uint64_t freed[kPoolCacheFreed];  // data offsets of objects freed into the cache
+  // Zero in records made before claims were recorded: no claim in flight.
+  uint64_t claiming;   // data offset + 1 of the chunk whose claim lock it takes or holds, 0: none
+  uint64_t claim_old;    // the bits of that word its pending claim expects
+  uint32_t claim_word;   // word + 1 of the pending claim, 0: none
 };
 static_assert(sizeof(PoolCacheRecord) == 192);
 
