@@ -523,11 +523,12 @@ const char* kHolderEnv = "MEMD_POOL_CACHE_HOLDER";
 TEST(PoolCacheHolderChild, Run) {
   const char* args = getenv(kHolderEnv);
   if (args == nullptr) GTEST_SKIP() << "runs only as the child of the pool cache tests";
-  std::string a(args);
-  size_t bar1 = a.find('|'), bar2 = a.find('|', bar1 + 1), bar3 = a.find('|', bar2 + 1);
-  std::string name = a.substr(0, bar1), sock = a.substr(bar1 + 1, bar2 - bar1 - 1);
-  auto d = static_cast<Discipline>(std::atoi(a.substr(bar2 + 1, bar3 - bar2 - 1).c_str()));
-  int ready_fd = std::atoi(a.substr(bar3 + 1).c_str());
+  std::vector<std::string> f = testing::split_fields(args);  // name|socket|discipline|ready fd
+  if (f.size() != 4) _exit(9);
+  const std::string& name = f[0];
+  const std::string& sock = f[1];
+  auto d = static_cast<Discipline>(std::atoi(f[2].c_str()));
+  int ready_fd = std::atoi(f[3].c_str());
   auto r = sock.empty() ? Region::open(name, d, Method::kPool) : Region::attach(name, d, sock);
   if (!r.ok()) _exit(10);
   hold_pool_caches(**r, ready_fd);
@@ -603,10 +604,9 @@ const char* kClaimCrashEnv = "MEMD_POOL_CLAIM_CRASH";
 TEST(PoolClaimCrashChild, Run) {
   const char* args = getenv(kClaimCrashEnv);
   if (args == nullptr) GTEST_SKIP() << "runs only as the child of the claim crash test";
-  std::string a(args);
-  size_t bar1 = a.find('|'), bar2 = a.find('|', bar1 + 1);
-  auto d = static_cast<Discipline>(std::atoi(a.substr(bar2 + 1).c_str()));
-  auto r = Region::attach(a.substr(0, bar1), d, a.substr(bar1 + 1, bar2 - bar1 - 1));
+  std::vector<std::string> f = testing::split_fields(args);  // name|socket|discipline
+  if (f.size() != 3) _exit(9);
+  auto r = Region::attach(f[0], static_cast<Discipline>(std::atoi(f[2].c_str())), f[1]);
   if (!r.ok()) _exit(10);
   auto* posts = (*r)->find<Posts>("posts");
   if (posts == nullptr) _exit(11);

@@ -520,10 +520,9 @@ const char* kThreadsChildEnv = "MEMD_CLIENT_THREADS_CHILD";
 TEST(ClientThreadsChild, Run) {
   const char* args = getenv(kThreadsChildEnv);
   if (args == nullptr) GTEST_SKIP() << "runs only as the child of ThreadsOfAClientComeAndGo";
-  std::string a(args);
-  size_t bar1 = a.find('|'), bar2 = a.find('|', bar1 + 1);
-  Discipline d = static_cast<Discipline>(std::atoi(a.substr(bar2 + 1).c_str()));
-  ASSERT_EQ(client_threads_work(a.substr(0, bar1), d, a.substr(bar1 + 1, bar2 - bar1 - 1)), 0);
+  std::vector<std::string> f = testing::split_fields(args);  // name|socket|discipline
+  ASSERT_EQ(f.size(), 3u);
+  ASSERT_EQ(client_threads_work(f[0], static_cast<Discipline>(std::atoi(f[2].c_str())), f[1]), 0);
 }
 
 TEST_P(MultiProcessTest, ThreadsOfAClientComeAndGo) {

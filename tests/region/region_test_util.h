@@ -24,6 +24,18 @@
 
 namespace memd::testing {
 
+// The fields of a child's settings, "a|b|c" as the tests that spawn one
+// write them.
+inline std::vector<std::string> split_fields(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t from = 0;;) {
+    size_t bar = s.find('|', from);
+    out.push_back(s.substr(from, bar == std::string::npos ? std::string::npos : bar - from));
+    if (bar == std::string::npos) return out;
+    from = bar + 1;
+  }
+}
+
 // Starts this test binary again as a fresh process (exec'd, not forked: it
 // reads its environment anew, and may start threads under ThreadSanitizer,
 // which a fork of a threaded process may not), with only the tests `filter`
