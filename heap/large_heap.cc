@@ -10,8 +10,6 @@
 namespace memd::heap {
 namespace {
 
-constexpr Offset kNoOffset = ~Offset{0};  // LargeHeap::kNoChunk, for the links here
-
 struct FreeLinks {
   Offset next;
   Offset prev;
@@ -40,8 +38,7 @@ void LargeHeap::init(const Region& r, uint32_t large_max, uint32_t block_pages, 
   // Exact bins up to the largest large object (with no large sizes, up to
   // the table's end; bigger chunks share the last bin).
   max_binned_ = round_up(std::min(large_max, kLargeMaxLimit), kChunkAlign) + sizeof(ChunkHeader);
-  std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
-  summary_ = 0;
+  forget_bins();
   std::fill(std::begin(quick_has_), std::end(quick_has_), 0);
   quick_bytes_ = 0;
 }
@@ -53,9 +50,9 @@ void LargeHeap::set_check(ChunkHeader* c) const {
 void LargeHeap::bin_insert(ChunkHeader* c) {
   uint32_t bin = bin_of(c->size);
   FreeLinks& l = links_of(c);
-  l.prev = kNoOffset;
-  l.next = nonempty_[bin / 64] & (uint64_t{1} << (bin % 64)) ? head_[bin] : kNoOffset;
-  if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = offset_of(c);
+  l.prev = kNoChunk;
+  l.next = bin_has(bin) ? head_[bin] : kNoChunk;
+  if (l.next != kNoChunk) links_of(chunk_at(l.next)).prev = offset_of(c);
   head_[bin] = offset_of(c);
   nonempty_[bin / 64] |= uint64_t{1} << (bin % 64);
   summary_ |= uint64_t{1} << (bin / 64);
@@ -64,10 +61,10 @@ void LargeHeap::bin_insert(ChunkHeader* c) {
 void LargeHeap::bin_remove(ChunkHeader* c) {
   uint32_t bin = bin_of(c->size);
   FreeLinks& l = links_of(c);
-  if (l.prev != kNoOffset) links_of(chunk_at(l.prev)).next = l.next;
+  if (l.prev != kNoChunk) links_of(chunk_at(l.prev)).next = l.next;
   else head_[bin] = l.next;
-  if (l.next != kNoOffset) links_of(chunk_at(l.next)).prev = l.prev;
-  if (head_[bin] == kNoOffset) {
+  if (l.next != kNoChunk) links_of(chunk_at(l.next)).prev = l.prev;
+  if (head_[bin] == kNoChunk) {
     nonempty_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
     if (nonempty_[bin / 64] == 0) summary_ &= ~(uint64_t{1} << (bin / 64));
   }
@@ -87,7 +84,7 @@ ChunkHeader* LargeHeap::find_fit(uint32_t need) {
   uint32_t b = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
   if (b < kBins - 1) return chunk_at(head_[b]);  // exact bin: every chunk fits
   // The last bin holds chunks of any size beyond the largest large object.
-  for (Offset o = head_[b]; o != kNoOffset; o = links_of(chunk_at(o)).next) {
+  for (Offset o = head_[b]; o != kNoChunk; o = links_of(chunk_at(o)).next) {
     if (chunk_at(o)->size >= need) return chunk_at(o);
   }
   return nullptr;
@@ -325,7 +322,7 @@ bool LargeHeap::collect_abandoned(const Region& r, PageIndex block) {
 }
 
 void LargeHeap::forget_bins() {
-  std::fill(std::begin(head_), std::end(head_), kNoOffset);
+  // The heads need no reset: a head is read only where its bit is set.
   std::fill(std::begin(nonempty_), std::end(nonempty_), 0);
   summary_ = 0;
 }

@@ -158,7 +158,7 @@ class LargeHeap {
   // happens at adoption). Returns whether every chunk is now free.
   static bool collect_abandoned(const Region& r, PageIndex block);
 
-  // Empties the bins (the heap is being torn down; blocks stay listed).
+  // Empties the bins (init, and a heap being torn down: blocks stay listed).
   void forget_bins();
 
   // Validates `p` as a live chunk of a large block; returns its header.
@@ -245,6 +245,7 @@ class LargeHeap {
   uint32_t block_bytes_ = 0;
   uint32_t min_chunk_ = 0;
   uint32_t max_binned_ = 0;
+  bool bin_has(uint32_t bin) const { return (nonempty_[bin / 64] >> (bin % 64)) & 1; }
   bool quick_has(uint32_t bin) const { return (quick_has_[bin / 64] >> (bin % 64)) & 1; }
 
   // The list heads are read only where a bit says they hold chunks, so

@@ -1,11 +1,11 @@
 #include "heap/pool_method.h"
 
-#include "heap/crash_point.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+
+#include "heap/crash_point.h"
 
 namespace memd::heap {
 namespace {

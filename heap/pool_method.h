@@ -63,9 +63,9 @@ struct alignas(64) PoolCacheRecord {
   uint32_t freed_count;
   uint64_t freed[kPoolCacheFreed];  // data offsets of objects freed into the cache
   // Zero in records made before claims were recorded: no claim in flight.
-  uint64_t claiming;   // data offset + 1 of the chunk whose claim lock it takes or holds, 0: none
-  uint64_t claim_old;    // the bits of that word its pending claim expects
-  uint32_t claim_word;   // word + 1 of the pending claim, 0: none
+  uint64_t claiming;    // data offset + 1 of the chunk whose claim lock it takes or holds, 0: none
+  uint64_t claim_old;   // the bits of that word its pending claim expects
+  uint32_t claim_word;  // word + 1 of the pending claim, 0: none
 };
 static_assert(sizeof(PoolCacheRecord) == 192);
 
