@@ -65,6 +65,9 @@ void ThreadHeap::init(const Region& r, const SizeClasses* classes, BlockSource* 
     cl.reciprocal = valid ? classes->info(cls).reciprocal : 0;
     cl.avail = cl.full = BlockList{};
     cl.empty_kept = 0;
+    const uint32_t capacity = valid ? cl.end / cl.size : 1;
+    free_floor_[cls][0] = 1;
+    free_floor_[cls][kBlockFull] = capacity - std::max<uint32_t>(1, capacity / kUnfullFraction) + 1;
   }
   large_.init(r, r.header->params.large_max, r.header->params.large_block_pages, secret_);
 }
@@ -495,7 +498,7 @@ FreeStatus ThreadHeap::free_slow(void* p, uint64_t page_desc) {
     if (f.in_block >= b.bump) return FreeStatus::kInvalid;
     uint32_t used = block_push_local(b, f.obj, f.in_block, f.tag);
     // A full block regains room, or a block other than the current one empties.
-    if ((b.flags & kBlockFull) || (used == 0 && &b != f.cl->cur)) after_local_free(b);
+    if ((b.flags & kBlockFull) ? used < unfull_below(b.cls) : (used == 0 && &b != f.cl->cur)) after_local_free(b);
     return FreeStatus::kOk;
   }
   return free_remote(f);  // kDoubleFree if it lost a race with another free
@@ -537,8 +540,7 @@ void ThreadHeap::flush_remote_batches() {
 
 void ThreadHeap::after_local_free(BlockDesc& b) {
   ClassList& cl = list_of(b);
-  PageIndex p = region_.index_of(b);
-  if (b.flags & kBlockFull) unfull(cl, p);
+  if (has_room_again(b)) unfull(cl, region_.index_of(b));
   if (b.used == 0) handle_empty(cl, b);
 }
 
@@ -708,7 +710,7 @@ void ThreadHeap::handle_pending_block(PageIndex p) {
     return;
   }
   ClassList& cl = list_of(b);
-  if (b.flags & kBlockFull) unfull(cl, p);
+  if (has_room_again(b)) unfull(cl, p);
   if (b.used == 0) handle_empty(cl, b);
 }
 

@@ -25,8 +25,10 @@ void* ThreadHeap::alloc_near(size_t size, const void* hint, size_t near_bytes) {
   if (d.kind != PageKind::kSegregated || d.cls != cls) return alloc_segregated(cls);
   BlockDesc& b = blocks_[d.block];
   // A block of another thread, or one in the empty cache (whose count the
-  // cache keeps), is not ours to take from.
-  if (owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ || (b.flags & (kBlockCached | kBlockFull)) ||
+  // cache keeps), is not ours to take from. A full block is: the objects
+  // freed into it since it filled wait there until it is available again
+  // (ThreadHeap::kUnfullFraction).
+  if (owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ || (b.flags & kBlockCached) ||
       b.used == 0) {
     return alloc_segregated(cls);
   }

@@ -464,8 +464,7 @@ class Region {
   __attribute__((noinline)) void free_from(void* p, const void* caller) noexcept;
   // What alloc and free leave to the heap's slow paths, out of line.
   __attribute__((noinline)) void* alloc_from(heap::ThreadHeap* h, size_t size) noexcept;
-  __attribute__((noinline)) void free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc,
-                                                 const void* caller) noexcept;
+  __attribute__((noinline)) void free_past_local(heap::ThreadHeap* h, void* p, const void* caller) noexcept;
   // alloc's other cases (read-only, other methods, no heap) and its failure.
   // caller_cfa: the canonical frame address of alloc's caller's call (the
   // call-chain pools read the next callers from it).

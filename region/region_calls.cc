@@ -150,7 +150,7 @@ void Region::free(void* p) noexcept {
     heap::ThreadHeap* h = region::last_region_heap();
     uint64_t page_desc;
     if (__builtin_expect(h->try_free_local_at(p, off, &page_desc), 1)) return;
-    return free_past_local(h, p, page_desc, __builtin_return_address(0));
+    return free_past_local(h, p, __builtin_return_address(0));
   }
   free_from(p, __builtin_return_address(0));
 }
@@ -158,8 +158,8 @@ void Region::free(void* p) noexcept {
 // The heap's own slow path of a free whose page descriptor free just read
 // (a block that changes lists, a remote or big free, a bad pointer), and
 // its report.
-void Region::free_past_local(heap::ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) noexcept {
-  heap::FreeStatus s = h->free_slow(p, page_desc);
+void Region::free_past_local(heap::ThreadHeap* h, void* p, const void* caller) noexcept {
+  heap::FreeStatus s = h->free_slow(p, h->page_desc_of(p));
   if (__builtin_expect(s != heap::FreeStatus::kOk, 0)) report_refused_free(*impl_, s, p, caller);
 }
 

@@ -109,13 +109,20 @@ __attribute__((noinline)) void* alloc_detoured(size_t size, bool zero, const voi
   return p;
 }
 
+// What alloc's inline path (the heap's try_alloc_fast) leaves: a sample, a
+// new block, a big size, running out of memory.
+__attribute__((noinline)) void* alloc_in_heap(ThreadHeap* h, size_t size) { return h->alloc(size); }
+
 // `caller` as for alloc_detoured; nullptr only where the call is the entry
 // point's last (a tail call).
 inline void* alloc(size_t size, const void* caller) {
   if (UNLIKELY(memd::client::shim::alloc_detour.load(std::memory_order_relaxed))) {
     return alloc_detoured(size, false, caller);
   }
-  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) return h->alloc(size);
+  if (ThreadHeap* h = current_heap(); LIKELY(h != nullptr)) {
+    if (void* p = h->try_alloc_fast(size); LIKELY(p != nullptr)) return p;
+    return alloc_in_heap(h, size);
+  }
   return alloc_slow(size, 0, false);
 }
 
@@ -165,7 +172,11 @@ __attribute__((noinline)) void release_other(ThreadHeap* h, void* p, uint64_t pa
 
 // A free the heap's inline path did not take: first the remote free of a
 // small object, which makes no system call (errno stays as it is).
-__attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, uint64_t page_desc, const void* caller) {
+// It reads p's page descriptor again (an L1 hit): passed from the inline
+// path, it kept a register busy there, which cost that path a saved register
+// and a stack frame.
+__attribute__((noinline)) void release_in_heap(ThreadHeap* h, void* p, const void* caller) {
+  const uint64_t page_desc = h->page_desc_of(p);
   if (LIKELY(h->try_free_remote(p, page_desc))) return;
   return release_other(h, p, page_desc, caller);  // a tail call: it may name its own return address
 }
@@ -182,7 +193,7 @@ __attribute__((always_inline)) inline void release(void* p, const void* caller) 
   if (LIKELY(h != nullptr && h->in_data(p, &off))) {
     uint64_t page_desc;
     if (LIKELY(h->try_free_local_at(p, off, &page_desc))) return;
-    return release_in_heap(h, p, page_desc, caller);
+    return release_in_heap(h, p, caller);
   }
   return release_slow(p, caller);
 }
