@@ -68,6 +68,8 @@ WORKLOADS = [
     Workload("wl_cross_free", True, "threads in a ring free each other's 10-100 B objects, in generations"),
     Workload("wl_random_sizes", False, "log-uniform 8 B-64 KiB objects, random lifetimes, 1 thread"),
     Workload("wl_random_sizes_mt", True, "wl_random_sizes on --threads threads, a pool each", "wl_random_sizes"),
+    Workload("wl_one_size", False, "20k live objects of one size replaced at random (3M times); 16, 48, 64, 128, 256 B in turn"),
+    Workload("wl_one_size_mt", True, "wl_one_size on --threads threads, pools of their own", "wl_one_size"),
     Workload("wl_zeroed_buffers", False, "20 live 5-25 MiB buffers replaced at random, malloc + memset"),
     Workload("wl_calloc_buffers", False, "20 live 5-25 MiB buffers replaced at random, calloc"),
     Workload("wl_small_program", False, "40 runs of a short-lived process with ~2.4 MiB of hash maps and strings"),
