@@ -10,10 +10,10 @@
 // RSS then shows what the allocator itself touches and keeps, not the data.
 // Run with 1 thread (wl_random_sizes) and with --threads
 // (wl_random_sizes_mt), each thread with its own pool.
-#include <thread>
 #include <vector>
 
 #include "common.h"
+#include "pool_workers.h"
 
 namespace {
 
@@ -69,23 +69,6 @@ void work(Worker& w, uint64_t seed, uint64_t ops) {
 
 int main(int argc, char** argv) {
   wl::Args args = wl::parse_args(argc, argv, 1, true);
-  uint64_t ops = wl::scaled(kOps, args.scale);
-
-  std::vector<Worker> workers(args.threads);
-  if (args.threads == 1) {
-    work(workers[0], 8, ops);  // on the main thread: a plain single-threaded program
-  } else {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < args.threads; ++t) threads.emplace_back(work, std::ref(workers[t]), 8 + t, ops);
-    for (auto& th : threads) th.join();
-  }
-
-  uint64_t checksum = 0;
-  size_t peak = 0;
-  for (Worker& w : workers) {
-    checksum = wl::mix(checksum, w.hash);
-    peak += w.live.peak();  // pools stay full, so the per-thread peaks coincide
-  }
-  wl::report(checksum, peak);
+  wl::run_pool_workers<Worker>(args, 8, wl::scaled(kOps, args.scale), work);
   return 0;
 }
