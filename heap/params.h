@@ -33,7 +33,16 @@ struct HeapParams {
   uint32_t small_max = 120;        // largest small object
   uint32_t medium_max = 65536;     // largest medium object (a class size)
   uint32_t large_max = 65536;      // largest large object; medium_max: none
-  uint32_t small_block_pages = 1;
+  // Two pages, not one: the descriptors of one-page blocks sit in adjacent
+  // cache lines, and threads that take blocks at the same time interleave
+  // them, so two threads writing their own blocks' descriptors wrote
+  // neighbouring lines, which the CPU fetches in pairs (two threads, 20,000
+  // live 64-byte objects each replaced at random: 29 ns a pair with
+  // one-page blocks taken together, 15 ns taken one thread after the other,
+  // 14 ns with two-page blocks; 11 ns alone). Two pages also halve the slow
+  // paths of a class; a process's peak RSS grows by at most a page per small
+  // class in use (python3 -S: 8.76 -> 8.83 MB).
+  uint32_t small_block_pages = 2;
   uint32_t medium_block_pages = 4;
   uint32_t large_block_pages = 20;
 

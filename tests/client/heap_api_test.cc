@@ -566,21 +566,21 @@ TEST_F(HeapTest, AThreadKeepsAsManyFreedHugeRunsAsItRecentlyAllocated) {
   ExpectConsistent();
 }
 
-// Objects of 64-120 B live in blocks of one page each: a block a size
+// Objects of 64-120 B live in blocks of two pages each: a block a size
 // emptied serves any other of these sizes.
 uintptr_t page_of(const void* p) { return reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095}; }
 
 TEST_F(HeapTest, EmptyBlocksOfOneSizeServeAnotherSizeOfTheSameBlockLengthWithoutNewPages) {
   std::vector<void*> first;
-  for (int i = 0; i < 10 * 64; ++i) first.push_back(heap_->alloc(64));  // ten blocks of 64 objects
+  for (int i = 0; i < 10 * 128; ++i) first.push_back(heap_->alloc(64));  // ten blocks of 128 objects
   std::set<uintptr_t> emptied;
   for (void* p : first) emptied.insert(page_of(p));
   for (void* p : first) heap_->free(p);
   uint64_t in_use = heap_->stat().pages_in_use;
-  // Seven blocks' worth of 80-byte objects (51 to a block): from the blocks
-  // the 64-byte size emptied, not from the page heap.
+  // Seven blocks' worth of 80-byte objects (102 to a block): from the
+  // blocks the 64-byte size emptied, not from the page heap.
   std::vector<void*> second;
-  for (int i = 0; i < 7 * 51; ++i) {
+  for (int i = 0; i < 7 * 102; ++i) {
     char* p = static_cast<char*>(heap_->alloc(80));
     ASSERT_NE(p, nullptr);
     std::memset(p, 0x5a, 80);

@@ -14,7 +14,7 @@
 namespace memd::heap {
 namespace {
 
-constexpr size_t kSize = 64;  // a one-page block holds 64: it comes back at 8 free
+constexpr size_t kSize = 64;  // a two-page block holds 128: it comes back at 16 free
 
 class FullBlockTest : public ThreadHeapFixture {
  protected:

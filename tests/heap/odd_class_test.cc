@@ -84,16 +84,18 @@ TEST_F(OddClassTest, RecoveryKeepsTheLiveObjectsOfOddClassBlocks) {
 }
 
 TEST_F(OddClassTest, AnEmptiedOddClassBlockServesAClassHandedOutNow) {
-  // 24 and 32 bytes are both small: one-page blocks, which an emptied block
-  // of one class may serve for the other without new pages.
+  // 24 and 32 bytes are both small: blocks of one length, which an emptied
+  // block of one class may serve for the other without new pages.
   ASSERT_EQ(pages_.classes().info(kClass24).block_pages, pages_.classes().info(SizeClasses::class_of(32)).block_pages);
-  std::vector<char*> old = alloc_old(heap_, kClass24, 4 * 170, 'o');  // four blocks of 170
+  const int per_block_24 = static_cast<int>(pages_.classes().info(kClass24).end / 24);
+  const int per_block_32 = static_cast<int>(pages_.classes().info(SizeClasses::class_of(32)).end / 32);
+  std::vector<char*> old = alloc_old(heap_, kClass24, 4 * per_block_24, 'o');  // four blocks
   std::set<uint32_t> blocks;
   for (char* p : old) blocks.insert(block_of(p).value);
   for (char* p : old) ASSERT_EQ(heap_->free(p), FreeStatus::kOk);
   std::set<uint32_t> reused;
   std::vector<char*> now;
-  for (int i = 0; i < 3 * 128; ++i) {
+  for (int i = 0; i < 3 * per_block_32; ++i) {
     auto* p = static_cast<char*>(heap_->alloc(32));
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);

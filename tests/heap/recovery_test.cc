@@ -101,7 +101,8 @@ TEST_F(RecoveryTest, ABlockHalfMarkedByThePageHeapIsFree) {
 }
 
 TEST_F(RecoveryTest, ALeasedBlockNeverInitializedIsReleased) {
-  RunAllocation run = page_heap_alloc(r(), source_, PageCount{1}, PageKind::kSegregated, 4);
+  RunAllocation run = page_heap_alloc(r(), source_, PageCount{pages_.classes().info(4).block_pages},
+                                      PageKind::kSegregated, 4);
   ASSERT_NE(run.first, kNoPage);
   RunAllocation large = page_heap_alloc(r(), source_, PageCount{20}, PageKind::kLarge, 0);
   ASSERT_NE(large.first, kNoPage);

@@ -51,7 +51,7 @@ TEST_F(RemoteBatchTest, FreesOfOneBlockWaitInOneChainUntilFlushed) {
 }
 
 TEST_F(RemoteBatchTest, AFullChainIsPushedWithoutAFlush) {
-  // 32-byte objects (a block holds 128): kRemoteBatch of them are well
+  // 32-byte objects (a block holds 256): kRemoteBatch of them are well
   // under kRemoteBatchBytes.
   std::vector<char*> objs = same_block(32, ThreadHeap::kRemoteBatch + 1);
   for (uint32_t i = 0; i < ThreadHeap::kRemoteBatch; ++i) ASSERT_EQ(freer_->free(objs[i]), FreeStatus::kOk);

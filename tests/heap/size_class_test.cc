@@ -36,9 +36,9 @@ TEST(SizeClasses, RequestsTakeClassesSixteenBytesApartFromSixteen) {
 TEST(SizeClasses, SmallAndMediumBlocksFollowTheBoundaries) {
   HeapParams p;
   SizeClasses classes{p};
-  EXPECT_EQ(classes.info(SizeClasses::class_of(112)).block_pages, 1u);
-  EXPECT_EQ(classes.info(3).block_pages, 1u);    // 24 bytes, a class of blocks made before
-  EXPECT_EQ(classes.info(15).block_pages, 1u);   // 120 = small_max
+  EXPECT_EQ(classes.info(SizeClasses::class_of(112)).block_pages, 2u);
+  EXPECT_EQ(classes.info(3).block_pages, 2u);    // 24 bytes, a class of blocks made before
+  EXPECT_EQ(classes.info(15).block_pages, 2u);   // 120 = small_max
   EXPECT_EQ(classes.info(SizeClasses::class_of(113)).block_pages, 4u);  // 128
   EXPECT_EQ(classes.info(SizeClasses::class_of(128)).block_pages, 4u);
   EXPECT_EQ(classes.kind_of(496), SizeKind::kSegregated);
@@ -190,7 +190,7 @@ TEST(SizeClasses, BoundariesAreTunable) {
   p.medium_max = 256;
   p.large_max = 32768;
   SizeClasses classes{p};
-  EXPECT_EQ(classes.info(SizeClasses::class_of(64)).block_pages, 1u);
+  EXPECT_EQ(classes.info(SizeClasses::class_of(64)).block_pages, 2u);
   EXPECT_EQ(classes.info(SizeClasses::class_of(72)).block_pages, 4u);
   EXPECT_EQ(classes.kind_of(264), SizeKind::kLarge);
 }
