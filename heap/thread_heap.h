@@ -221,10 +221,12 @@ class ThreadHeap {
     // takes the frees that move a block between lists: a full block's that
     // leaves it with room enough (unfull_below), and the one that empties
     // a block other than the current one (a full block is never current).
-    const uint32_t floor = free_floor_[d.cls][b.flags & kBlockFull];
+    // The owner's fields (bump, flags, used) are read only once the block is
+    // known to be ours: another thread may be writing its own block's.
     if (__builtin_expect(!f.on_object || load_tag(f.obj) == f.tag ||
                              owner_of(b.owner_word.load(std::memory_order_relaxed)) != id_ ||
-                             f.in_block >= b.bump || (b.used <= floor && &b != f.cl->cur),
+                             f.in_block >= b.bump ||
+                             (b.used <= free_floor_[d.cls][b.flags & kBlockFull] && &b != f.cl->cur),
                          0)) {
       return false;
     }
